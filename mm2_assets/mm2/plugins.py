@@ -1,0 +1,69 @@
+"""Loading pluggable MM2 classes (policies, filters, listeners) by class path.
+
+Users bring `mm2.properties` files that name Apache MM2's Java classes
+(`org.apache.kafka.connect.mirror.DefaultReplicationPolicy`). Those names map to
+our Python equivalents; any other value must be a dotted Python path
+`package.module.ClassName` that imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Apache MM2's Java class names and the Python classes that implement the same behaviour.
+JAVA_CLASS_ALIASES: dict[str, str] = {
+    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": (
+        "mm2_assets.mm2.policy.DefaultReplicationPolicy"
+    ),
+    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": (
+        "mm2_assets.mm2.policy.IdentityReplicationPolicy"
+    ),
+    "org.apache.kafka.connect.mirror.DefaultTopicFilter": "mm2_assets.mm2.filters.DefaultTopicFilter",
+    "org.apache.kafka.connect.mirror.DefaultGroupFilter": "mm2_assets.mm2.filters.DefaultGroupFilter",
+    "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter": (
+        "mm2_assets.mm2.filters.DefaultConfigPropertyFilter"
+    ),
+}
+
+
+class PluginLoadError(ValueError):
+    """A configured class path does not name an importable class of the expected kind."""
+
+
+def resolve_class_path(class_path: str) -> str:
+    """Return the Python class path for `class_path`, translating MM2's Java class names."""
+    return JAVA_CLASS_ALIASES.get(class_path.strip(), class_path.strip())
+
+
+def load_class(key: str, class_path: str, expected_base: type | None = None) -> type[Any]:
+    """Import the class named by config `key` = `class_path`.
+
+    Raises PluginLoadError naming the key, the value and the reason when the path is
+    malformed, does not import, or is not a subclass of `expected_base`.
+    """
+    resolved = resolve_class_path(class_path)
+    module_name, _, class_name = resolved.rpartition(".")
+    if not module_name or not class_name:
+        raise PluginLoadError(
+            f"{key}={class_path!r}: expected a dotted class path like 'package.module.ClassName'"
+        )
+    if resolved.startswith(("org.apache.", "com.", "io.confluent.")) and resolved == class_path:
+        raise PluginLoadError(
+            f"{key}={class_path!r}: this is a Java class with no Python equivalent in mm2-assets; "
+            f"supported Java names: {', '.join(sorted(JAVA_CLASS_ALIASES))}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PluginLoadError(
+            f"{key}={class_path!r}: module {module_name!r} does not import ({exc})"
+        ) from exc
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise PluginLoadError(f"{key}={class_path!r}: {module_name!r} has no class {class_name!r}")
+    if expected_base is not None and not issubclass(cls, expected_base):
+        raise PluginLoadError(
+            f"{key}={class_path!r}: {cls.__qualname__} is not a {expected_base.__qualname__}"
+        )
+    return cls
