@@ -1,0 +1,103 @@
+"""The `mm2-assets` command line: local Kafka clusters and operator tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mm2_assets.kafka import launcher, runtime
+
+DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
+
+
+def _kafka_up(args: argparse.Namespace) -> int:
+    base_dir = Path(args.dir)
+    base_dir.mkdir(parents=True, exist_ok=True)
+    running = [c for c in launcher.read_state(base_dir) if launcher.cluster_is_running(c)]
+    if running:
+        for c in running:
+            print(f"{c.alias}\t{c.bootstrap_servers}\t(already running, pid {c.pid})")
+        return 0
+    aliases = [a.strip() for a in args.clusters.split(",") if a.strip()]
+    clusters = launcher.start_clusters(
+        aliases, base_dir, base_port=args.base_port, heap=args.heap, attached=False
+    )
+    launcher.write_state(base_dir, clusters)
+    for c in clusters:
+        print(f"{c.alias}\t{c.bootstrap_servers}\t(pid {c.pid}, log {c.log_file})")
+    return 0
+
+
+def _kafka_down(args: argparse.Namespace) -> int:
+    stopped = launcher.stop_recorded(Path(args.dir))
+    for c in stopped:
+        print(f"stopped {c.alias} ({c.bootstrap_servers})")
+    if not stopped:
+        print("no local clusters recorded in", args.dir)
+    return 0
+
+
+def _kafka_status(args: argparse.Namespace) -> int:
+    clusters = launcher.read_state(Path(args.dir))
+    if not clusters:
+        print("no local clusters recorded in", args.dir)
+        return 1
+    all_up = True
+    for c in clusters:
+        up = launcher.cluster_is_running(c)
+        all_up &= up
+        print(f"{c.alias}\t{c.bootstrap_servers}\t{'running' if up else 'stopped'}")
+    return 0 if all_up else 1
+
+
+def _kafka_fetch(args: argparse.Namespace) -> int:
+    print(runtime.ensure_runtime(args.version))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `mm2-assets` command."""
+    parser = argparse.ArgumentParser(prog="mm2-assets", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    kafka = commands.add_parser("kafka", help="local Apache Kafka clusters (KRaft)")
+    kafka_commands = kafka.add_subparsers(dest="kafka_command", required=True)
+    for name, func, help_text in (
+        ("up", _kafka_up, "fetch Kafka if needed and start the local clusters in the background"),
+        ("down", _kafka_down, "stop the local clusters started by `up`"),
+        ("status", _kafka_status, "show the local clusters and whether they answer"),
+    ):
+        sub = kafka_commands.add_parser(name, help=help_text)
+        sub.add_argument("--dir", default=str(DEFAULT_KAFKA_DIR), help="data and state directory")
+        sub.set_defaults(func=func)
+        if name == "up":
+            sub.add_argument("--clusters", default="primary,backup", help="comma-separated aliases")
+            sub.add_argument(
+                "--base-port",
+                type=int,
+                default=launcher.DEFAULT_BASE_PORT,
+                help="client port of the first cluster; each next cluster adds 100",
+            )
+            sub.add_argument("--heap", default="512m", help="broker JVM max heap")
+    fetch = kafka_commands.add_parser(
+        "fetch", help="fetch the pinned Kafka jars from Maven Central"
+    )
+    fetch.add_argument("--version", default=runtime.KAFKA_VERSION)
+    fetch.set_defaults(func=_kafka_fetch)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `mm2-assets` console command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (launcher.LauncherError, runtime.KafkaRuntimeError) as exc:
+        print(f"mm2-assets: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""Start and stop single-node Apache Kafka clusters (KRaft, combined broker+controller) locally.
+
+Each cluster gets its own data directory, two loopback ports (client and controller), a small
+heap and settings suited to a one-broker cluster: replication factor 1 for internal topics,
+no automatic topic creation, no initial rebalance delay. Attached clusters die with the process
+that started them (PR_SET_PDEATHSIG), so a crashed test session leaves no JVM behind; detached
+clusters (the `mm2-assets kafka up` command) are tracked in a state file for `down`/`status`.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mm2_assets.kafka.runtime import classpath, java_executable, log4j_config
+
+STATE_FILE = "clusters.json"
+DEFAULT_BASE_PORT = 19092
+# Client port of cluster i is base + 100*i; its controller listens on the next port.
+PORT_STRIDE = 100
+
+
+class LauncherError(RuntimeError):
+    """A local cluster could not be started or stopped; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """One running local Kafka cluster."""
+
+    alias: str
+    port: int
+    controller_port: int
+    data_dir: str
+    log_file: str
+    pid: int
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The bootstrap address clients use."""
+        return f"127.0.0.1:{self.port}"
+
+
+def broker_properties(node_dir: Path, port: int, controller_port: int) -> str:
+    """server.properties for a combined broker+controller listening on loopback."""
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(node_dir / "data"),
+        "auto.create.topics.enable": "false",
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        # Fewer internal partitions: a one-broker test cluster creates them faster.
+        "offsets.topic.num.partitions": "8",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "8",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_pairs(count: int) -> list[tuple[int, int]]:
+    """`count` pairs of currently free loopback ports (for tests that must not collide)."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count * 2):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        ports = [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+    return [(ports[2 * i], ports[2 * i + 1]) for i in range(count)]
+
+
+def _die_with_parent() -> None:
+    """preexec hook: the JVM gets SIGTERM when the launching process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _format_storage(node_dir: Path, props_file: Path) -> None:
+    """Format KRaft storage once; an already formatted data dir is reused."""
+    if (node_dir / "data" / "meta.properties").exists():
+        return
+    proc = subprocess.run(
+        [
+            java_executable(),
+            "-Xmx256m",
+            f"-Dlog4j2.configurationFile={log4j_config()}",
+            "-cp",
+            classpath(),
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            _cluster_id(),
+            "-c",
+            str(props_file),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise LauncherError(
+            f"formatting KRaft storage in {node_dir} failed:\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait until the broker answers a metadata request, or fail with its log."""
+    from confluent_kafka.admin import AdminClient  # heavy import, only when starting
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise LauncherError(
+                f"Kafka cluster '{cluster.alias}' exited with code {process.returncode} while "
+                f"starting; last lines of {cluster.log_file}:\n{_log_tail(Path(cluster.log_file))}"
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", cluster.port), timeout=1):
+                pass
+        except OSError:
+            time.sleep(0.3)
+            continue
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+        try:
+            metadata = admin.list_topics(timeout=5)
+            if metadata.brokers:
+                return
+        except Exception:  # a broker still starting answers with errors
+            time.sleep(0.3)
+    raise LauncherError(
+        f"Kafka cluster '{cluster.alias}' did not answer metadata on {cluster.bootstrap_servers} "
+        f"within {timeout:.0f}s; last log lines:\n{_log_tail(Path(cluster.log_file))}"
+    )
+
+
+def launch_cluster(
+    alias: str,
+    base_dir: Path,
+    port: int,
+    controller_port: int,
+    *,
+    heap: str = "512m",
+    attached: bool = True,
+) -> tuple[LocalCluster, subprocess.Popen[bytes]]:
+    """Format (if new) and launch one single-node cluster without waiting for it."""
+    for p, role in ((port, "client"), (controller_port, "controller")):
+        if not port_is_free(p):
+            raise LauncherError(
+                f"port {p} ({role} port of Kafka cluster '{alias}') is already in use; "
+                "stop whatever listens there (`mm2-assets kafka down`?) or choose other ports"
+            )
+    node_dir = base_dir / alias
+    node_dir.mkdir(parents=True, exist_ok=True)
+    props_file = node_dir / "server.properties"
+    props_file.write_text(broker_properties(node_dir, port, controller_port))
+    _format_storage(node_dir, props_file)
+    log_file = node_dir / "broker.log"
+    with log_file.open("ab") as log:
+        process = subprocess.Popen(
+            [
+                java_executable(),
+                f"-Xmx{heap}",
+                "-Xms128m",
+                "-XX:+UseG1GC",
+                "-XX:MaxGCPauseMillis=20",
+                "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={log4j_config()}",
+                "-cp",
+                classpath(),
+                "kafka.Kafka",
+                str(props_file),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if attached else None,
+        )
+    cluster = LocalCluster(
+        alias=alias,
+        port=port,
+        controller_port=controller_port,
+        data_dir=str(node_dir),
+        log_file=str(log_file),
+        pid=process.pid,
+    )
+    return cluster, process
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0): reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _terminate(pid: int, grace: float = 30.0) -> None:
+    """SIGTERM (Kafka's clean shutdown), then SIGKILL after `grace` seconds."""
+    if not _pid_alive(pid):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    while _pid_alive(pid):
+        time.sleep(0.1)
+
+
+def stop_cluster(cluster: LocalCluster) -> None:
+    """Stop one cluster and wait until its JVM is gone."""
+    _terminate(cluster.pid)
+
+
+def start_clusters(
+    aliases: Sequence[str],
+    base_dir: Path,
+    *,
+    base_port: int | None = DEFAULT_BASE_PORT,
+    heap: str = "512m",
+    attached: bool = True,
+    timeout: float = 90.0,
+) -> list[LocalCluster]:
+    """Start one cluster per alias. `base_port=None` picks free ports (used by tests).
+
+    Clusters started so far are stopped again when a later one fails.
+    """
+    if base_port is None:
+        ports = free_port_pairs(len(aliases))
+    else:
+        ports = [
+            (base_port + PORT_STRIDE * i, base_port + PORT_STRIDE * i + 1)
+            for i in range(len(aliases))
+        ]
+    # Launch every JVM first, then wait: the clusters start in parallel.
+    launched: list[tuple[LocalCluster, subprocess.Popen[bytes]]] = []
+    try:
+        for alias, (port, controller_port) in zip(aliases, ports, strict=True):
+            launched.append(
+                launch_cluster(alias, base_dir, port, controller_port, heap=heap, attached=attached)
+            )
+        for cluster, process in launched:
+            _wait_ready(cluster, process, timeout)
+    except BaseException:
+        for cluster, _ in launched:
+            stop_cluster(cluster)
+        raise
+    return [cluster for cluster, _ in launched]
+
+
+@contextmanager
+def running_clusters(
+    aliases: Sequence[str], base_dir: Path, *, base_port: int | None = None
+) -> Iterator[dict[str, LocalCluster]]:
+    """Context manager: clusters by alias, stopped on exit whatever happens inside."""
+    clusters = start_clusters(aliases, base_dir, base_port=base_port, attached=True)
+    try:
+        yield {c.alias: c for c in clusters}
+    finally:
+        for cluster in clusters:
+            stop_cluster(cluster)
+
+
+def write_state(base_dir: Path, clusters: Sequence[LocalCluster]) -> Path:
+    """Record detached clusters so `down` and `status` can find them later."""
+    path = base_dir / STATE_FILE
+    path.write_text(json.dumps([asdict(c) for c in clusters], indent=2))
+    return path
+
+
+def read_state(base_dir: Path) -> list[LocalCluster]:
+    """Clusters recorded by `write_state` (empty when none)."""
+    path = base_dir / STATE_FILE
+    if not path.exists():
+        return []
+    return [LocalCluster(**entry) for entry in json.loads(path.read_text())]
+
+
+def cluster_is_running(cluster: LocalCluster) -> bool:
+    """True when the cluster's JVM is alive and its client port accepts connections."""
+    if not _pid_alive(cluster.pid):
+        return False
+    try:
+        with socket.create_connection(("127.0.0.1", cluster.port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def stop_recorded(base_dir: Path) -> list[LocalCluster]:
+    """Stop every cluster in the state file and remove the file; returns what was stopped."""
+    clusters = read_state(base_dir)
+    for cluster in clusters:
+        stop_cluster(cluster)
+    (base_dir / STATE_FILE).unlink(missing_ok=True)
+    return clusters

@@ -1,0 +1,105 @@
+"""The pinned Apache Kafka runtime (broker, tools, MirrorMaker 2) fetched from Maven Central.
+
+The jars are resolved once with Maven into a cache outside the repository and reused after
+that. Brokers, the benchmark's MM2 peer and the storage tool all run from this classpath.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+KAFKA_VERSION = "4.3.1"
+_COMPLETE_MARKER = ".complete"
+
+
+class KafkaRuntimeError(RuntimeError):
+    """The Kafka runtime cannot be fetched or run (missing Java/Maven, Maven failure)."""
+
+
+def cache_root() -> Path:
+    """Where fetched jars live: `$MM2_ASSETS_CACHE` or `~/.cache/mm2-assets`."""
+    return Path(os.environ.get("MM2_ASSETS_CACHE", Path.home() / ".cache" / "mm2-assets"))
+
+
+def libs_dir(version: str = KAFKA_VERSION) -> Path:
+    """The directory holding every jar of the Kafka runtime of `version`."""
+    return cache_root() / f"kafka-{version}" / "libs"
+
+
+def require_tool(name: str, purpose: str) -> str:
+    """Return the path of executable `name`, or fail saying what it is needed for."""
+    path = shutil.which(name)
+    if path is None:
+        package = "openjdk-17-jre-headless" if name == "java" else "maven"
+        raise KafkaRuntimeError(
+            f"'{name}' is not on PATH; it is needed to {purpose}. "
+            f"Install it (Debian: apt-get install {package})."
+        )
+    return path
+
+
+def java_executable() -> str:
+    """The `java` used to run brokers and MM2 (`$JAVA_HOME/bin/java` when set)."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    return require_tool("java", "run the local Kafka brokers")
+
+
+def ensure_runtime(version: str = KAFKA_VERSION) -> Path:
+    """Fetch the Kafka runtime jars with Maven unless already cached; return the libs dir."""
+    target = libs_dir(version)
+    if (target / _COMPLETE_MARKER).exists():
+        return target
+    mvn = require_tool("mvn", f"fetch Apache Kafka {version} from Maven Central")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pom_text = (
+        resources.files("mm2_assets.kafka")
+        .joinpath("runtime-pom.xml")
+        .read_text()
+        .replace("KAFKA_VERSION", version)
+    )
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text(pom_text)
+        staging = Path(work) / "libs"
+        proc = subprocess.run(
+            [
+                mvn,
+                "-B",
+                "-q",
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={staging}",
+                "-DincludeScope=runtime",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise KafkaRuntimeError(
+                f"Maven could not fetch Apache Kafka {version}:\n{proc.stdout[-3000:]}"
+                f"{proc.stderr[-3000:]}"
+            )
+        (staging / _COMPLETE_MARKER).write_text(version)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    return target
+
+
+def classpath(version: str = KAFKA_VERSION) -> str:
+    """A Java classpath covering the whole Kafka runtime (fetching it when needed)."""
+    return str(ensure_runtime(version) / "*")
+
+
+def log4j_config() -> Path:
+    """The log4j2 configuration the launched JVMs use."""
+    return Path(str(resources.files("mm2_assets.kafka").joinpath("log4j2.yaml")))

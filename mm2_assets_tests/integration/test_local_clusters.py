@@ -1,0 +1,49 @@
+"""The launcher brings up real brokers that keep every field of a record."""
+
+from __future__ import annotations
+
+import pytest
+
+from mm2_assets.kafka.launcher import LauncherError, launch_cluster
+from mm2_assets_tests.kafka_helpers import Rec, consume_all, create_topic, produce, unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("alias", ["primary", "backup"])
+def test_record_round_trips_on_each_cluster(kafka_clusters, alias: str) -> None:
+    bootstrap = kafka_clusters[alias].bootstrap_servers
+    topic = unique("smoke")
+    create_topic(bootstrap, topic, partitions=2)
+    sent = [
+        Rec(
+            1, b"key-1", b"value-1", (("h1", b"a"), ("h2", None), ("h1", b"dup")), 1_700_000_000_123
+        ),
+        Rec(1, None, b"\x00\xff binary", (), 1_700_000_000_124),
+        Rec(0, b"k0", None, (("only", b""),), 1_600_000_000_000),
+    ]
+    produce(bootstrap, topic, sent)
+
+    got = consume_all(bootstrap, topic, [0, 1])
+
+    assert got[1] == sent[:2]
+    assert got[0] == sent[2:]
+
+
+def test_clusters_are_separate(kafka_clusters) -> None:
+    topic = unique("only-on-primary")
+    create_topic(kafka_clusters["primary"].bootstrap_servers, topic)
+    from confluent_kafka.admin import AdminClient
+
+    backup_topics = (
+        AdminClient({"bootstrap.servers": kafka_clusters["backup"].bootstrap_servers})
+        .list_topics(timeout=10)
+        .topics
+    )
+    assert topic not in backup_topics
+
+
+def test_taken_port_is_a_clear_error(kafka_clusters, tmp_path) -> None:
+    taken = kafka_clusters["primary"].port
+    with pytest.raises(LauncherError, match=f"port {taken} .*'extra'.* already in use"):
+        launch_cluster("extra", tmp_path, taken, taken + 1)

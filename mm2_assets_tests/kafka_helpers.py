@@ -1,0 +1,114 @@
+"""Test helpers around confluent-kafka: create topics, produce and read back records."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Rec:
+    """A record as a user sees it: what must survive replication unchanged."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def create_topic(
+    bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    """Create `topic` and wait until it exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def unique(name: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[Rec]) -> None:
+    """Produce records (to their partitions, with their timestamps) and wait for all acks."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    errors: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for rec in records:
+        producer.produce(
+            topic,
+            key=rec.key,
+            value=rec.value,
+            partition=rec.partition,
+            timestamp=rec.timestamp,
+            headers=list(rec.headers) or None,
+            on_delivery=on_delivery,
+        )
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0 and not errors, f"produce failed: {errors[:3]}, {remaining} unsent"
+
+
+def consume_all(
+    bootstrap: str,
+    topic: str,
+    partitions: Sequence[int],
+    *,
+    isolation: str = "read_committed",
+    timeout: float = 30.0,
+) -> dict[int, list[Rec]]:
+    """Every record of `partitions` up to their current end, per partition, in offset order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        # Partitions with nothing in them never need reading; the rest end at EOF.
+        pending = {
+            p
+            for p in partitions
+            if consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] > 0
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        out: dict[int, list[Rec]] = {p: [] for p in partitions}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                        continue
+                    raise KafkaException(error)
+                out[msg.partition()].append(
+                    Rec(
+                        partition=msg.partition(),
+                        key=msg.key(),
+                        value=msg.value(),
+                        headers=tuple(msg.headers() or ()),
+                        timestamp=msg.timestamp()[1],
+                    )
+                )
+        assert not pending, f"timed out reading {topic} partitions {sorted(pending)}"
+        return out
+    finally:
+        consumer.close()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything mm2-assets needs on a fresh machine: a virtualenv in .venv with the
+# package and its dev tools, and the pinned Apache Kafka jars (cached in ~/.cache/mm2-assets).
+# Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "setup: Python 3.11+ is required (found $("$PYTHON" --version 2>&1))" >&2; exit 1; }
+command -v java >/dev/null 2>&1 || { echo "setup: java (17+) is required: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
+command -v mvn >/dev/null 2>&1 || { echo "setup: mvn is required to fetch Kafka: apt-get install maven" >&2; exit 1; }
+
+[[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+stamp=.venv/.mm2-assets-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+.venv/bin/mm2-assets kafka fetch >/dev/null
