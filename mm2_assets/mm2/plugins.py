@@ -12,18 +12,16 @@ import importlib
 from typing import Any
 
 # Apache MM2's Java class names and the Python classes that implement the same behaviour.
+_JAVA_PACKAGE = "org.apache.kafka.connect.mirror."
 JAVA_CLASS_ALIASES: dict[str, str] = {
-    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": (
-        "mm2_assets.mm2.policy.DefaultReplicationPolicy"
-    ),
-    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": (
-        "mm2_assets.mm2.policy.IdentityReplicationPolicy"
-    ),
-    "org.apache.kafka.connect.mirror.DefaultTopicFilter": "mm2_assets.mm2.filters.DefaultTopicFilter",
-    "org.apache.kafka.connect.mirror.DefaultGroupFilter": "mm2_assets.mm2.filters.DefaultGroupFilter",
-    "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter": (
-        "mm2_assets.mm2.filters.DefaultConfigPropertyFilter"
-    ),
+    _JAVA_PACKAGE + name: f"mm2_assets.mm2.{module}.{name}"
+    for module, name in (
+        ("policy", "DefaultReplicationPolicy"),
+        ("policy", "IdentityReplicationPolicy"),
+        ("filters", "DefaultTopicFilter"),
+        ("filters", "DefaultGroupFilter"),
+        ("filters", "DefaultConfigPropertyFilter"),
+    )
 }
 
 

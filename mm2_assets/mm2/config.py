@@ -1,0 +1,983 @@
+"""The MM2 configuration model: an `mm2.properties` file as typed, immutable Python objects.
+
+Users drop in the file they already run Apache MirrorMaker 2 with. This module reads it the way
+MM2 (`MirrorMakerConfig`, Kafka 4.x) does:
+
+- Java `.properties` syntax (`parse_java_properties`), then `${provider:[path:]key}` references
+  resolved through `config.providers` (see `config_providers`);
+- `clusters` lists the aliases; `<alias>.<prop>` are cluster properties. A cluster's client
+  properties are built as `MirrorMakerConfig.clusterProps`: `<alias>.` stripped, the cluster's
+  bare bootstrap/security settings copied under `admin.`/`consumer.`/`producer.` unless set
+  there, and top-level bootstrap/security settings used as defaults for all of them;
+- every ordered pair `<src>-><tgt>` gets connector properties: top-level MM2 settings, then
+  `<src>-><tgt>.<prop>` overrides, then MM2's defaults (`FLOW_DEFAULTS`);
+- a flow replicates when its herder exists (`<src>-><tgt>.enabled=true`, or heartbeats enabled,
+  which is the default) and its effective `enabled` is true; `enabled` defaults to false.
+
+Where MM2 would silently ignore a mistake we fail instead, with `MM2ConfigError` naming the
+file, the key, the (masked) value and the reason: flows naming unknown clusters or a cluster
+to itself, booleans other than true/false, bad regexes, non-positive intervals, unknown enum
+values, class paths that do not import, unresolvable `${...}` references, keys removed in Kafka
+4.0 (`*.blacklist`) and client settings librdkafka cannot honour (e.g. JKS stores).
+
+Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.client_properties import (
+    ROLES,
+    ClientPropertyError,
+    ClientTranslation,
+    FrozenMapping,
+    Role,
+    is_secret_key,
+    mask,
+    translate,
+)
+from mm2_assets.mm2.config_providers import (
+    CONFIG_PROVIDERS_KEY,
+    ConfigProviderError,
+    resolve_properties,
+)
+from mm2_assets.mm2.filters import (
+    ConfigPropertyFilter,
+    DefaultConfigPropertyFilter,
+    DefaultGroupFilter,
+    DefaultTopicFilter,
+    FilterConfigError,
+    GroupFilter,
+    TopicFilter,
+    compile_pattern_list,
+    load_config_property_filter,
+    load_group_filter,
+    load_topic_filter,
+    parse_list,
+)
+from mm2_assets.mm2.policy import (
+    REPLICATION_POLICY_CLASS_DEFAULT,
+    ReplicationPolicy,
+    load_replication_policy,
+)
+
+__all__ = [
+    "FLOW_DEFAULTS",
+    "ClusterConfig",
+    "FlowConfig",
+    "FrozenMapping",
+    "MM2Config",
+    "MM2ConfigError",
+    "RegexList",
+    "build_mm2_config",
+    "is_client_config_name",
+    "is_secret_key",
+    "load_mm2_config",
+    "mask",
+    "parse_java_properties",
+    "parse_mm2_properties",
+]
+
+Side: TypeAlias = Literal["source", "target"]
+
+CLUSTERS_KEY = "clusters"
+DEFAULT_TOPIC_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpTopicListener"
+DEFAULT_GROUP_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpGroupListener"
+
+# MM2's connector settings with MM2's defaults (Kafka 4.x MirrorConnectorConfig,
+# MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig, the Default*Filter classes),
+# plus the KIP settings this project supports. `enabled` is MirrorMakerConfig's flow default.
+FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping(
+    {
+        "enabled": "false",
+        "topics": DefaultTopicFilter.TOPICS_INCLUDE_DEFAULT,
+        "topics.exclude": DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT,  # KIP-1074
+        "groups": DefaultGroupFilter.GROUPS_INCLUDE_DEFAULT,
+        "groups.exclude": DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT,
+        "replication.policy.class": REPLICATION_POLICY_CLASS_DEFAULT,
+        "replication.policy.separator": ".",
+        "replication.policy.internal.topic.separator.enabled": "true",
+        "replication.factor": "2",
+        "heartbeats.topic.replication.factor": "3",
+        "checkpoints.topic.replication.factor": "3",
+        "offset-syncs.topic.replication.factor": "3",
+        "offset-syncs.topic.location": "source",
+        "emit.offset-syncs.enabled": "true",
+        "offset.lag.max": "100",
+        "tasks.max": "1",
+        "refresh.topics.enabled": "true",
+        "refresh.topics.interval.seconds": "600",
+        "refresh.groups.enabled": "true",
+        "refresh.groups.interval.seconds": "600",
+        "sync.topic.configs.enabled": "true",
+        "sync.topic.configs.interval.seconds": "600",
+        "sync.topic.acls.enabled": "true",
+        "sync.topic.acls.interval.seconds": "600",
+        "config.properties.exclude": DefaultConfigPropertyFilter.CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
+        "use.defaults.from": "target",  # KIP-894
+        "use.incremental.alter.configs": "requested",  # KIP-894
+        "emit.checkpoints.enabled": "true",
+        "emit.checkpoints.interval.seconds": "60",
+        "sync.group.offsets.enabled": "false",  # KIP-545
+        "sync.group.offsets.interval.seconds": "60",
+        "emit.heartbeats.enabled": "true",
+        "emit.heartbeats.interval.seconds": "1",
+        "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+        "config.property.filter.class": (
+            "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"
+        ),
+        "topic.listener.class": DEFAULT_TOPIC_LISTENER_CLASS,  # KIP-918
+        "group.listener.class": DEFAULT_GROUP_LISTENER_CLASS,  # KIP-918
+        "consumer.poll.timeout.ms": "1000",
+        "admin.timeout.ms": "60000",
+    }
+)
+
+# Removed in Kafka 4.0 (KAFKA-17529): MM2 4.x ignores them, MM2 3.x honoured them. Either way a
+# file still using them does not mean what it says, so we refuse it.
+_REMOVED_KEYS = {
+    "topics.blacklist": "topics.exclude",
+    "groups.blacklist": "groups.exclude",
+    "config.properties.blacklist": "config.properties.exclude",
+}
+# Connector settings MM2 derives from the flow itself.
+_DERIVED_KEYS = ("source.cluster.alias", "target.cluster.alias")
+# Prefixes MM2 keeps at top level only for known names (`connectorBaseConfig` retains known
+# connector settings); anything else under them is a per-cluster/per-flow client override.
+_CLIENT_PREFIXES = ("admin.", "consumer.", "producer.", "source.", "target.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+
+class MM2ConfigError(ValueError):
+    """An MM2 properties file that cannot be used, with where and why.
+
+    The message reads `<file>: <key>=<value>: <reason>`; secret values are masked.
+    """
+
+    def __init__(
+        self, reason: str, *, source: str, key: str | None = None, value: str | None = None
+    ) -> None:
+        """Record the file (`source`), the `key`, the masked `value` and the `reason`."""
+        self.source = source
+        self.key = key
+        self.value = mask(key, value) if key is not None else value
+        self.reason = reason
+        where = source
+        if key is not None:
+            where += f": {key}" + ("" if value is None else f"={self.value!r}")
+        super().__init__(f"{where}: {reason}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Java .properties syntax
+# ---------------------------------------------------------------------------------------------
+
+_PROPERTIES_WHITESPACE = " \t\f"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _continues(line: str) -> bool:
+    # An odd number of trailing backslashes continues the logical line.
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    """Split a logical line into raw key and raw value, as java.util.Properties.load does."""
+    index, escaped, value_start, has_separator = 0, False, len(line), False
+    while index < len(line):
+        char = line[index]
+        if char in "=:" and not escaped:
+            value_start, has_separator = index + 1, True
+            break
+        if char in _PROPERTIES_WHITESPACE and not escaped:
+            value_start = index + 1
+            break
+        escaped = char == "\\" and not escaped
+        index += 1
+    key = line[:index]
+    while value_start < len(line):
+        char = line[value_start]
+        if char not in _PROPERTIES_WHITESPACE:
+            if not has_separator and char in "=:":
+                has_separator = True
+            else:
+                break
+        value_start += 1
+    return key, line[value_start:]
+
+
+def _unescape(raw: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(raw):
+        char = raw[index]
+        index += 1
+        if char != "\\":
+            out.append(char)
+            continue
+        if index >= len(raw):
+            break  # a dangling backslash is dropped, as Java does
+        char = raw[index]
+        index += 1
+        if char == "u":
+            digits = raw[index : index + 4]
+            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                raise ValueError("malformed \\uxxxx escape")
+            out.append(chr(int(digits, 16)))
+            index += 4
+        else:
+            out.append(_ESCAPES.get(char, char))
+    return "".join(out)
+
+
+def parse_java_properties(text: str, source_name: str = "<string>") -> dict[str, str]:
+    """Parse Java `.properties` text into a dict (later duplicates win, as in Java).
+
+    Supports `key=value`, `key: value` and `key value`; `#`/`!` comment lines; logical lines
+    continued by an odd number of trailing backslashes (leading whitespace of the next line is
+    skipped); escapes `\\t \\n \\r \\f \\uXXXX` and `\\<any>` for the character itself.
+    """
+    result: dict[str, str] = {}
+    lines = _LINE_BREAK.split(text.removeprefix("\ufeff"))
+    index = 0
+    while index < len(lines):
+        line_number = index + 1
+        line = lines[index].lstrip(_PROPERTIES_WHITESPACE)
+        index += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line):
+            line = line[:-1]
+            if index >= len(lines):
+                break
+            line += lines[index].lstrip(_PROPERTIES_WHITESPACE)
+            index += 1
+        raw_key, raw_value = _split_entry(line)
+        try:
+            key = _unescape(raw_key)
+            result[key] = _unescape(raw_value)
+        except ValueError as exc:
+            raise MM2ConfigError(
+                f"line {line_number}: {exc}", source=source_name, key=raw_key
+            ) from exc
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed values
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegexList:
+    """A comma-separated MM2 regex list, compiled as MM2 does: entries joined with `|`,
+    matched against whole names; an empty list matches nothing."""
+
+    text: str
+    items: tuple[str, ...]
+    pattern: re.Pattern[str] | None
+
+    def matches(self, name: str) -> bool:
+        """Whether `name` is fully matched by one of the entries."""
+        return self.pattern is not None and self.pattern.fullmatch(name) is not None
+
+    def __str__(self) -> str:
+        """The list as written."""
+        return self.text
+
+    def __repr__(self) -> str:
+        """Compact: the list as written."""
+        return f"RegexList({self.text!r})"
+
+
+def is_client_config_name(name: str) -> bool:
+    """Whether `name` is one of MirrorClientConfig's client settings (bootstrap + security).
+
+    These are the bare cluster settings MM2 hands to every client of a cluster; everything else
+    must be set under `admin.`/`consumer.`/`producer.`.
+    """
+    return name in ("bootstrap.servers", "security.protocol") or name.startswith(("ssl.", "sasl."))
+
+
+def _strip_prefix(props: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k.removeprefix(prefix): v for k, v in props.items() if k.startswith(prefix)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Clusters
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One cluster alias and its Java client properties as MM2 builds them (`clusterProps`).
+
+    `client_properties` holds bare bootstrap/security settings plus `admin.`/`consumer.`/
+    `producer.` prefixed ones; `admin_config()` & co. return librdkafka dicts for confluent-kafka.
+    """
+
+    alias: str
+    bootstrap_servers: str
+    client_properties: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        """Freeze the properties and prepare the per-role translation cache."""
+        object.__setattr__(self, "client_properties", FrozenMapping(self.client_properties))
+        object.__setattr__(self, "_translations", {})
+
+    def java_client_config(self, role: Role) -> dict[str, str]:
+        """Java properties for a `role` client: bare client settings, `<role>.` ones on top."""
+        props = {k: v for k, v in self.client_properties.items() if is_client_config_name(k)}
+        props.update(_strip_prefix(self.client_properties, f"{role}."))
+        return props
+
+    def translation(self, role: Role) -> ClientTranslation:
+        """The librdkafka translation for `role`, with what was dropped and why (cached)."""
+        cache: dict[Role, ClientTranslation] = self._translations  # type: ignore[attr-defined]
+        if role not in cache:
+            cache[role] = translate(self.java_client_config(role), role)
+        return cache[role]
+
+    def admin_config(self) -> dict[str, str]:
+        """librdkafka configuration for a confluent-kafka AdminClient on this cluster."""
+        return self.translation("admin").as_dict()
+
+    def consumer_config(self) -> dict[str, str]:
+        """librdkafka configuration for a confluent-kafka Consumer on this cluster."""
+        return self.translation("consumer").as_dict()
+
+    def producer_config(self) -> dict[str, str]:
+        """librdkafka configuration for a confluent-kafka Producer on this cluster."""
+        return self.translation("producer").as_dict()
+
+
+# ---------------------------------------------------------------------------------------------
+# Flows
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class FlowConfig:
+    """One replication flow `<source>-><target>` with MM2's settings, typed.
+
+    `properties` are the flow's effective connector properties (top-level settings overridden by
+    `<source>-><target>.` ones, unknown keys kept, `source.cluster.alias`/`target.cluster.alias`
+    added as MM2 does); typed fields apply MM2's defaults on top. Field names are MM2's keys with
+    `.`/`-` turned into `_`.
+    """
+
+    source: ClusterConfig
+    target: ClusterConfig
+    name: str
+    key: str
+    enabled: bool
+    properties: Mapping[str, str]
+    topics: RegexList
+    topics_exclude: RegexList
+    groups: RegexList
+    groups_exclude: RegexList
+    replication_policy_class: str
+    replication_policy_separator: str
+    replication_policy_internal_topic_separator_enabled: bool
+    replication_factor: int
+    heartbeats_topic_replication_factor: int
+    checkpoints_topic_replication_factor: int
+    offset_syncs_topic_replication_factor: int
+    offset_syncs_topic_location: Literal["source", "target"]
+    emit_offset_syncs_enabled: bool
+    offset_lag_max: int
+    tasks_max: int
+    refresh_topics_enabled: bool
+    refresh_topics_interval_seconds: int
+    refresh_groups_enabled: bool
+    refresh_groups_interval_seconds: int
+    sync_topic_configs_enabled: bool
+    sync_topic_configs_interval_seconds: int
+    sync_topic_acls_enabled: bool
+    sync_topic_acls_interval_seconds: int
+    config_properties_exclude: RegexList
+    use_defaults_from: Literal["target", "source"]
+    use_incremental_alter_configs: Literal["requested", "never", "required"]
+    emit_checkpoints_enabled: bool
+    emit_checkpoints_interval_seconds: int
+    sync_group_offsets_enabled: bool
+    sync_group_offsets_interval_seconds: int
+    emit_heartbeats_enabled: bool
+    emit_heartbeats_interval_seconds: int
+    topic_filter_class: str
+    group_filter_class: str
+    config_property_filter_class: str
+    topic_listener_class: str
+    group_listener_class: str
+    consumer_poll_timeout_ms: int
+    admin_timeout_ms: int
+
+    def __post_init__(self) -> None:
+        """Freeze the properties and prepare the client translation cache."""
+        object.__setattr__(self, "properties", FrozenMapping(self.properties))
+        object.__setattr__(self, "_translations", {})
+
+    def __repr__(self) -> str:
+        """Compact and secret-free: the flow, whether it runs, and its explicit properties."""
+        return (
+            f"FlowConfig(name={self.name!r}, enabled={self.enabled}, "
+            f"properties={self.properties!r})"
+        )
+
+    @property
+    def source_alias(self) -> str:
+        """The source cluster alias."""
+        return self.source.alias
+
+    @property
+    def target_alias(self) -> str:
+        """The target cluster alias."""
+        return self.target.alias
+
+    @property
+    def offset_syncs_cluster(self) -> ClusterConfig:
+        """The cluster holding the offset-syncs topic (`offset-syncs.topic.location`)."""
+        return self.source if self.offset_syncs_topic_location == "source" else self.target
+
+    def cluster(self, side: Side) -> ClusterConfig:
+        """The source or target cluster."""
+        return self.source if side == "source" else self.target
+
+    def java_client_config(self, side: Side, role: Role) -> dict[str, str]:
+        """Java properties of a `role` client on `side`, as MirrorConnectorConfig builds them.
+
+        Precedence, lowest first: the cluster's bare bootstrap/security settings, the flow's
+        `<src>-><tgt>.<role>.*`, the cluster's `<alias>.<role>.*`, the flow's
+        `<src>-><tgt>.<side>.<role>.*`. Consumers get `enable.auto.commit=false` and default to
+        `auto.offset.reset=earliest`, as MM2's do.
+        """
+        cluster = self.cluster(side)
+        props = {k: v for k, v in cluster.client_properties.items() if is_client_config_name(k)}
+        flow_level = _strip_prefix(self.properties, f"{role}.")
+        for connector_key in FLOW_DEFAULTS:  # consumer.poll.timeout.ms, admin.timeout.ms
+            flow_level.pop(connector_key.removeprefix(f"{role}."), None)
+        props.update(flow_level)
+        props.update(_strip_prefix(cluster.client_properties, f"{role}."))
+        props.update(_strip_prefix(self.properties, f"{side}.{role}."))
+        if role == "consumer":
+            props["enable.auto.commit"] = "false"
+            props.setdefault("auto.offset.reset", "earliest")
+        return props
+
+    def client_translation(self, side: Side, role: Role) -> ClientTranslation:
+        """librdkafka translation of `java_client_config(side, role)` (cached)."""
+        cache: dict[tuple[Side, Role], ClientTranslation] = self._translations  # type: ignore[attr-defined]
+        if (side, role) not in cache:
+            cache[(side, role)] = translate(self.java_client_config(side, role), role)
+        return cache[(side, role)]
+
+    def client_config(self, side: Side, role: Role) -> dict[str, str]:
+        """librdkafka configuration of a `role` client on `side` for this flow."""
+        return self.client_translation(side, role).as_dict()
+
+    def plugin_class(self, key: str) -> type[Any]:
+        """Import the class configured under `key` (e.g. `topic.filter.class`) via plugins."""
+        base = _expected_base(key)
+        return plugins.load_class(key, getattr(self, _field_name(key)), base)
+
+    def replication_policy(self) -> ReplicationPolicy:
+        """A new replication policy configured from this flow's properties."""
+        return load_replication_policy(self.properties)
+
+    def topic_filter(self) -> TopicFilter:
+        """A new topic filter configured from this flow's properties."""
+        return load_topic_filter(self.properties)
+
+    def group_filter(self) -> GroupFilter:
+        """A new group filter configured from this flow's properties."""
+        return load_group_filter(self.properties)
+
+    def config_property_filter(self) -> ConfigPropertyFilter:
+        """A new topic-config property filter configured from this flow's properties."""
+        return load_config_property_filter(self.properties)
+
+
+# (field name, MM2 key, kind, choices) for every typed flow setting, in FlowConfig order.
+_Kind: TypeAlias = Literal["bool", "int", "interval", "rf", "enum", "regex", "class", "separator"]
+_FLOW_SETTINGS: tuple[tuple[str, _Kind, tuple[str, ...]], ...] = (
+    ("topics", "regex", ()),
+    ("topics.exclude", "regex", ()),
+    ("groups", "regex", ()),
+    ("groups.exclude", "regex", ()),
+    ("replication.policy.class", "class", ()),
+    ("replication.policy.separator", "separator", ()),
+    ("replication.policy.internal.topic.separator.enabled", "bool", ()),
+    ("replication.factor", "rf", ()),
+    ("heartbeats.topic.replication.factor", "rf", ()),
+    ("checkpoints.topic.replication.factor", "rf", ()),
+    ("offset-syncs.topic.replication.factor", "rf", ()),
+    ("offset-syncs.topic.location", "enum", ("source", "target")),
+    ("emit.offset-syncs.enabled", "bool", ()),
+    ("offset.lag.max", "int", ()),
+    ("tasks.max", "int", ()),
+    ("refresh.topics.enabled", "bool", ()),
+    ("refresh.topics.interval.seconds", "interval", ()),
+    ("refresh.groups.enabled", "bool", ()),
+    ("refresh.groups.interval.seconds", "interval", ()),
+    ("sync.topic.configs.enabled", "bool", ()),
+    ("sync.topic.configs.interval.seconds", "interval", ()),
+    ("sync.topic.acls.enabled", "bool", ()),
+    ("sync.topic.acls.interval.seconds", "interval", ()),
+    ("config.properties.exclude", "regex", ()),
+    ("use.defaults.from", "enum", ("target", "source")),
+    ("use.incremental.alter.configs", "enum", ("requested", "never", "required")),
+    ("emit.checkpoints.enabled", "bool", ()),
+    ("emit.checkpoints.interval.seconds", "interval", ()),
+    ("sync.group.offsets.enabled", "bool", ()),
+    ("sync.group.offsets.interval.seconds", "interval", ()),
+    ("emit.heartbeats.enabled", "bool", ()),
+    ("emit.heartbeats.interval.seconds", "interval", ()),
+    ("topic.filter.class", "class", ()),
+    ("group.filter.class", "class", ()),
+    ("config.property.filter.class", "class", ()),
+    ("topic.listener.class", "class", ()),
+    ("group.listener.class", "class", ()),
+    ("consumer.poll.timeout.ms", "interval", ()),
+    ("admin.timeout.ms", "interval", ()),
+)
+# Minimums MM2 enforces (tasks.max: ConnectorConfig atLeast(1)) or that make the value usable.
+_INT_MINIMUMS = {"offset.lag.max": 0, "tasks.max": 1}
+
+# Where each pluggable class's base lives; imported lazily so a module still being written by
+# someone else (listeners) does not break loading configs that do not use it.
+_PLUGIN_BASES = {
+    "replication.policy.class": ("mm2_assets.mm2.policy", "ReplicationPolicy"),
+    "topic.filter.class": ("mm2_assets.mm2.filters", "TopicFilter"),
+    "group.filter.class": ("mm2_assets.mm2.filters", "GroupFilter"),
+    "config.property.filter.class": ("mm2_assets.mm2.filters", "ConfigPropertyFilter"),
+    "topic.listener.class": ("mm2_assets.mm2.listeners", "TopicListener"),
+    "group.listener.class": ("mm2_assets.mm2.listeners", "GroupListener"),
+}
+
+
+def _field_name(key: str) -> str:
+    return key.replace(".", "_").replace("-", "_")
+
+
+def _expected_base(key: str) -> type | None:
+    """The base class plugins for `key` must extend, or None if its module does not exist yet."""
+    module_name, class_name = _PLUGIN_BASES[key]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+    base = getattr(module, class_name, None)
+    return base if isinstance(base, type) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole file
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MM2Config:
+    """A parsed MM2 properties file.
+
+    `flows` are the flows MM2 would replicate; `heartbeat_flows` every pair MM2 runs a heartbeat
+    connector for (emitting into the pair's target, enabled or not — MM2 does this so heartbeats
+    reach the source of a reverse flow). `ignored` lists top-level keys MM2 silently ignores,
+    with the reason. `properties` are the file's properties with `${...}` resolved.
+    """
+
+    source_name: str
+    source_path: Path | None
+    clusters: Mapping[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...]
+    heartbeat_flows: tuple[FlowConfig, ...]
+    properties: Mapping[str, str] = field(repr=False)
+    ignored: Mapping[str, str] = field(default_factory=lambda: FrozenMapping[str]())
+
+    def flow(self, name: str) -> FlowConfig:
+        """The enabled flow named `src->tgt` or keyed `src_to_tgt`; KeyError if none."""
+        for flow in self.flows:
+            if name in (flow.name, flow.key):
+                return flow
+        raise KeyError(f"no enabled flow {name!r}; enabled: {[f.name for f in self.flows]}")
+
+
+class _Builder:
+    """Turns resolved properties into the model; owns the error context (file name)."""
+
+    def __init__(self, props: Mapping[str, str], source_name: str) -> None:
+        self.props = dict(props)
+        self.source = source_name
+
+    def error(
+        self, reason: str, key: str | None = None, value: str | None = None
+    ) -> MM2ConfigError:
+        return MM2ConfigError(reason, source=self.source, key=key, value=value)
+
+    # -- scalar parsing, with the key as written in the file ---------------------------------
+
+    def boolean(self, key: str, value: str) -> bool:
+        lowered = value.strip().lower()
+        if lowered not in ("true", "false"):
+            raise self.error("expected true or false", key, value)
+        return lowered == "true"
+
+    def integer(self, key: str, value: str, minimum: int | None = None) -> int:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise self.error("expected an integer", key, value) from None
+        if minimum is not None and number < minimum:
+            raise self.error(f"must be >= {minimum}", key, value)
+        return number
+
+    def regex_list(self, key: str, value: str) -> RegexList:
+        try:
+            items = parse_list(key, value)
+            for item in items:
+                # Compile entries one by one so the error names the bad one.
+                try:
+                    compile_pattern_list(key, item)
+                except FilterConfigError as exc:
+                    raise self.error(
+                        f"bad regex {item!r}: {str(exc).rpartition('(')[2].rstrip(')')}",
+                        key,
+                        value,
+                    ) from exc
+            pattern = compile_pattern_list(key, value)
+        except FilterConfigError as exc:
+            raise self.error(f"bad regex list: {exc}", key, value) from exc
+        return RegexList(value, tuple(items), pattern)
+
+    def plugin(self, setting: str, key: str, value: str) -> str:
+        value = value.strip()
+        default = FLOW_DEFAULTS[setting]
+        if plugins.resolve_class_path(value) != plugins.resolve_class_path(default):
+            try:
+                plugins.load_class(key, value, _expected_base(setting))
+            except plugins.PluginLoadError as exc:
+                reason = str(exc).removeprefix(f"{key}={value!r}: ")
+                raise self.error(f"class does not load: {reason}", key, value) from exc
+        return value
+
+    def setting(
+        self, setting: str, kind: _Kind, choices: tuple[str, ...], key: str, value: str
+    ) -> Any:
+        if kind == "bool":
+            return self.boolean(key, value)
+        if kind == "int":
+            return self.integer(key, value, _INT_MINIMUMS.get(setting))
+        if kind == "interval":
+            # MM2 schedules with this period; Java rejects a period <= 0 at runtime.
+            return self.integer(key, value, 1)
+        if kind == "rf":
+            number = self.integer(key, value)
+            if number == 0 or number < -1:
+                raise self.error("must be -1 (broker default) or >= 1", key, value)
+            return number
+        if kind == "enum":
+            lowered = value.strip().lower()
+            if lowered not in choices:
+                raise self.error(f"expected one of {', '.join(choices)}", key, value)
+            return lowered
+        if kind == "regex":
+            return self.regex_list(key, value)
+        if kind == "class":
+            return self.plugin(setting, key, value)
+        # separator: Java trims string settings; an empty separator cannot split names back.
+        if value.strip() == "":
+            raise self.error("the separator must not be empty", key, value)
+        return value.strip()
+
+    # -- structure ----------------------------------------------------------------------------
+
+    def aliases(self) -> list[str]:
+        raw = self.props.get(CLUSTERS_KEY)
+        if raw is None or not raw.strip():
+            raise self.error("missing: list the cluster aliases, e.g. clusters = primary, backup")
+        try:
+            aliases = parse_list(CLUSTERS_KEY, raw)
+        except FilterConfigError as exc:
+            raise self.error(
+                "cluster aliases must be non-empty and unique", CLUSTERS_KEY, raw
+            ) from exc
+        for alias in aliases:
+            if "->" in alias or any(c.isspace() for c in alias):
+                raise self.error(f"invalid cluster alias {alias!r}", CLUSTERS_KEY, raw)
+        return aliases
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        # MirrorMakerConfig.clusterProps.
+        props = _strip_prefix(self.props, f"{alias}.")
+        for name, value in list(props.items()):
+            if is_client_config_name(name):
+                for role in ROLES:
+                    props.setdefault(f"{role}.{name}", value)
+        for name, value in self.props.items():
+            if is_client_config_name(name):
+                for role in ROLES:
+                    props.setdefault(f"{role}.{name}", value)
+                props.setdefault(name, value)
+        servers = props.get("bootstrap.servers", "").strip()
+        if not servers:
+            raise self.error(
+                f"missing: cluster {alias!r} needs {alias}.bootstrap.servers",
+                f"{alias}.bootstrap.servers",
+            )
+        cluster = ClusterConfig(alias, servers, props)
+        for role in ROLES:
+            try:
+                cluster.translation(role)
+            except ClientPropertyError as exc:
+                raise self.client_error(
+                    exc,
+                    [f"{alias}.{role}.{exc.key}", f"{alias}.{exc.key}", exc.key],
+                    f"cluster {alias!r} {role} client",
+                ) from exc
+        return cluster
+
+    def client_error(
+        self, exc: ClientPropertyError, candidates: Iterable[str], what: str
+    ) -> MM2ConfigError:
+        origin = next((k for k in candidates if k in self.props), exc.key)
+        return self.error(f"{what}: {exc.reason}", origin, exc.value)
+
+    def check_flow_keys(self, aliases: list[str]) -> None:
+        """Every `x->y.` key must name two different declared clusters."""
+        for key, value in self.props.items():
+            if "->" not in key:
+                continue
+            source, _, rest = key.partition("->")
+            targets = [a for a in aliases if rest.startswith(f"{a}.")]
+            if source not in aliases or not targets:
+                unknown = source if source not in aliases else rest.split(".", 1)[0]
+                raise self.error(
+                    f"unknown cluster alias {unknown!r} (clusters: {', '.join(aliases)})",
+                    key,
+                    value,
+                )
+            if max(targets, key=len) == source:
+                raise self.error(
+                    f"a flow needs two different clusters, not {source}->{source}", key, value
+                )
+
+    def base_flow_properties(self, aliases: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """Top-level properties every flow starts from, and the top-level keys MM2 ignores."""
+        base: dict[str, str] = {}
+        ignored: dict[str, str] = {}
+        for key, value in self.props.items():
+            if key == CLUSTERS_KEY or key.startswith(CONFIG_PROVIDERS_KEY) or "->" in key:
+                continue
+            if key in FLOW_DEFAULTS:
+                base[key] = value
+            elif any(key.startswith(f"{alias}.") for alias in aliases):
+                continue  # a cluster property
+            elif key.startswith(_CLIENT_PREFIXES):
+                ignored[key] = (
+                    "MM2 ignores client overrides at top level; prefix them with a cluster alias "
+                    "(<alias>.consumer.x) or a flow (<src>-><tgt>.consumer.x)"
+                )
+            else:
+                base[key] = value
+        return base, ignored
+
+    def flow(
+        self, source: ClusterConfig, target: ClusterConfig, base: Mapping[str, str]
+    ) -> FlowConfig:
+        prefix = f"{source.alias}->{target.alias}."
+        overrides = _strip_prefix(self.props, prefix)
+        for derived in _DERIVED_KEYS:
+            if derived in overrides:
+                raise self.error(
+                    "set by MM2 from the flow name", prefix + derived, overrides[derived]
+                )
+        merged = {
+            **base,
+            "source.cluster.alias": source.alias,
+            "target.cluster.alias": target.alias,
+        }
+        merged.update(overrides)
+
+        def origin(key: str) -> str:
+            return prefix + key if key in overrides else key
+
+        for removed, replacement in _REMOVED_KEYS.items():
+            if removed in merged:
+                raise self.error(
+                    f"removed in Kafka 4.0 (MM2 4.x ignores it); rename it to {replacement}",
+                    origin(removed),
+                    merged[removed],
+                )
+        values: dict[str, Any] = {}
+        for setting, kind, choices in _FLOW_SETTINGS:
+            value = merged.get(setting, FLOW_DEFAULTS[setting])
+            values[_field_name(setting)] = self.setting(
+                setting, kind, choices, origin(setting), value
+            )
+
+        # MirrorMakerConfig.clusterPairs creates the pair's herder when `<pair>.enabled` or
+        # heartbeats are on; the source connector then replicates if `enabled` (flow-level over
+        # top-level, default false) is true.
+        pair_enabled_key = prefix + "enabled"
+        pair_enabled = pair_enabled_key in self.props and self.boolean(
+            pair_enabled_key, self.props[pair_enabled_key]
+        )
+        herder = pair_enabled or values["emit_heartbeats_enabled"]
+        enabled = herder and self.boolean(origin("enabled"), merged.get("enabled", "false"))
+
+        flow = FlowConfig(
+            source=source,
+            target=target,
+            name=f"{source.alias}->{target.alias}",
+            key=f"{_asset_safe(source.alias)}_to_{_asset_safe(target.alias)}",
+            enabled=enabled,
+            properties=merged,
+            **values,
+        )
+        # Configure the plugins once, as MM2's connectors do at start, so a custom class that
+        # rejects its settings fails now rather than in the first run.
+        for class_key, make in (
+            ("replication.policy.class", flow.replication_policy),
+            ("topic.filter.class", flow.topic_filter),
+            ("group.filter.class", flow.group_filter),
+            ("config.property.filter.class", flow.config_property_filter),
+        ):
+            try:
+                plugin = make()
+            except ValueError as exc:
+                raise self.error(
+                    f"plugin rejected its settings: {exc}",
+                    origin(class_key),
+                    merged.get(class_key, FLOW_DEFAULTS[class_key]),
+                ) from exc
+            close = getattr(plugin, "close", None)
+            if callable(close):
+                close()
+        for side in ("source", "target"):
+            cluster = flow.cluster(side)
+            for role in ROLES:
+                try:
+                    flow.client_translation(side, role)
+                except ClientPropertyError as exc:
+                    candidates = [
+                        f"{prefix}{side}.{role}.{exc.key}",
+                        f"{cluster.alias}.{role}.{exc.key}",
+                        f"{prefix}{role}.{exc.key}",
+                        f"{cluster.alias}.{exc.key}",
+                        exc.key,
+                    ]
+                    raise self.client_error(
+                        exc, candidates, f"flow {flow.name} {side} {role} client"
+                    ) from exc
+        return flow
+
+    def build(self, source_path: Path | None) -> MM2Config:
+        aliases = self.aliases()
+        self.check_flow_keys(aliases)
+        clusters = {alias: self.cluster(alias) for alias in aliases}
+        base, ignored = self.base_flow_properties(aliases)
+        pairs = [
+            self.flow(clusters[s], clusters[t], base) for s in aliases for t in aliases if s != t
+        ]
+        keys: dict[str, str] = {}
+        for pair in pairs:
+            if pair.key in keys:
+                raise self.error(
+                    f"flows {keys[pair.key]} and {pair.name} map to the same asset key "
+                    f"{pair.key!r}; rename a cluster alias",
+                    CLUSTERS_KEY,
+                    self.props[CLUSTERS_KEY],
+                )
+            keys[pair.key] = pair.name
+        return MM2Config(
+            source_name=self.source,
+            source_path=source_path,
+            clusters=FrozenMapping(clusters),
+            flows=tuple(p for p in pairs if p.enabled),
+            heartbeat_flows=tuple(p for p in pairs if p.emit_heartbeats_enabled),
+            properties=FrozenMapping(self.props),
+            ignored=FrozenMapping(ignored),
+        )
+
+
+def _asset_safe(alias: str) -> str:
+    # Dagster names allow only letters, digits and underscores.
+    return re.sub(r"[^A-Za-z0-9_]", "_", alias)
+
+
+def build_mm2_config(
+    props: Mapping[str, str],
+    source_name: str = "<mapping>",
+    *,
+    environ: Mapping[str, str] | None = None,
+    source_path: Path | None = None,
+) -> MM2Config:
+    """Build the model from already-parsed properties (config providers are resolved here).
+
+    `environ` replaces the process environment for `${env:...}` references.
+    """
+    cleaned = {key.strip(): value for key, value in props.items()}
+    try:
+        resolved = resolve_properties(cleaned, environ)
+    except ConfigProviderError as exc:
+        key = exc.key
+        raise MM2ConfigError(
+            exc.reason, source=source_name, key=key, value=cleaned.get(key) if key else None
+        ) from exc
+    return _Builder(resolved, source_name).build(source_path)
+
+
+def parse_mm2_properties(
+    text: str, source_name: str = "<string>", *, environ: Mapping[str, str] | None = None
+) -> MM2Config:
+    """Parse MM2 properties `text`; `source_name` names it in errors."""
+    return build_mm2_config(parse_java_properties(text, source_name), source_name, environ=environ)
+
+
+def load_mm2_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> MM2Config:
+    """Read and parse the MM2 properties file at `path` (UTF-8)."""
+    file_path = Path(path)
+    try:
+        text = file_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MM2ConfigError(
+            f"cannot read the file: {exc.strerror or exc}", source=str(path)
+        ) from exc
+    props = parse_java_properties(text, str(file_path))
+    return build_mm2_config(props, str(file_path), environ=environ, source_path=file_path)
+
+
+def flow_setting_keys() -> tuple[str, ...]:
+    """The MM2 keys FlowConfig exposes as typed fields (used to check model and table agree)."""
+    return tuple(setting for setting, _, _ in _FLOW_SETTINGS)
+
+
+def _check_fields_match_table() -> None:
+    typed = {f.name for f in fields(FlowConfig)} - {
+        "source",
+        "target",
+        "name",
+        "key",
+        "enabled",
+        "properties",
+    }
+    table = {_field_name(key) for key in flow_setting_keys()}
+    if typed != table:  # pragma: no cover - a programming error caught at import
+        raise RuntimeError(f"FlowConfig fields and _FLOW_SETTINGS differ: {typed ^ table}")
+
+
+_check_fields_match_table()
