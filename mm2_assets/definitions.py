@@ -1,7 +1,44 @@
-"""The Dagster code location: `Definitions` built from the MM2 configuration."""
+"""The Dagster code location: `Definitions` built from the MM2 configuration.
+
+The configuration file is `$MM2_CONFIG`, or the packaged demo config (two local clusters)
+when unset. Loading only parses the file: no cluster needs to be reachable.
+"""
 
 from __future__ import annotations
 
+import os
+from importlib import resources
+from pathlib import Path
+
 import dagster as dg
 
-defs = dg.Definitions()
+from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
+from mm2_assets.defs.replication.partitions import topics_partitions
+from mm2_assets.defs.resources import SparkResource
+from mm2_assets.mm2.config import MM2Config, load_mm2_config
+
+CONFIG_ENV = "MM2_CONFIG"
+
+
+def default_config_path() -> Path:
+    """`$MM2_CONFIG`, else the packaged demo configuration."""
+    configured = os.environ.get(CONFIG_ENV)
+    if configured:
+        return Path(configured)
+    return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
+
+
+def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:
+    """Every enabled flow's assets, sensors and checks, with the shared resources."""
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    for flow in config.flows:
+        partitions = topics_partitions(flow)
+        source = source_topics_spec(flow, partitions)
+        assets.extend([source, replicated_topics_asset(flow, partitions, source)])
+    return dg.Definitions(
+        assets=assets,
+        resources={"spark": spark or SparkResource()},
+    )
+
+
+defs = build_definitions(load_mm2_config(default_config_path()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +27,51 @@ def primary(kafka_clusters: dict[str, LocalCluster]) -> str:
 def backup(kafka_clusters: dict[str, LocalCluster]) -> str:
     """Bootstrap servers of the `backup` cluster."""
     return kafka_clusters["backup"].bootstrap_servers
+
+
+BASE_PROPERTIES = """\
+clusters = primary, backup
+primary.bootstrap.servers = {primary}
+backup.bootstrap.servers = {backup}
+primary->backup.enabled = true
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+"""
+
+
+@pytest.fixture(scope="session")
+def write_mm2_config(
+    kafka_clusters: dict[str, LocalCluster], tmp_path_factory: pytest.TempPathFactory
+):
+    """Write an mm2.properties for the test clusters plus `extra` lines; returns its path."""
+    directory = tmp_path_factory.mktemp("mm2-config")
+    counter = iter(range(1_000_000))
+
+    def write(extra: str = "") -> Path:
+        path = directory / f"mm2-{next(counter)}.properties"
+        path.write_text(
+            BASE_PROPERTIES.format(
+                primary=kafka_clusters["primary"].bootstrap_servers,
+                backup=kafka_clusters["backup"].bootstrap_servers,
+            )
+            + extra
+        )
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def spark_resource():
+    """One local Spark session for the whole test session (started on first use)."""
+    from mm2_assets.defs.resources import SparkResource
+
+    yield SparkResource()
+    from pyspark.sql import SparkSession
+
+    # Dagster copies resources per run; the session itself is one per process.
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()

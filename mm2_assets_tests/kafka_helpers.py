@@ -34,6 +34,12 @@ def create_topic(
         future.result(timeout=30)
 
 
+def recent_ms(ago_seconds: float = 600.0) -> int:
+    """A timestamp `ago_seconds` in the past: old enough to be explicit, recent enough that
+    the broker's time-based retention (7 days) and timestamp checks (1 hour ahead) keep it."""
+    return int((time.time() - ago_seconds) * 1000)
+
+
 def unique(name: str) -> str:
     """A topic or group name no other test uses."""
     return f"{name}-{uuid.uuid4().hex[:8]}"

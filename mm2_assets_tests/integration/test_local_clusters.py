@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from mm2_assets.kafka.launcher import LauncherError, launch_cluster
-from mm2_assets_tests.kafka_helpers import Rec, consume_all, create_topic, produce, unique
+from mm2_assets_tests.kafka_helpers import (
+    Rec,
+    consume_all,
+    create_topic,
+    produce,
+    recent_ms,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -15,12 +22,11 @@ def test_record_round_trips_on_each_cluster(kafka_clusters, alias: str) -> None:
     bootstrap = kafka_clusters[alias].bootstrap_servers
     topic = unique("smoke")
     create_topic(bootstrap, topic, partitions=2)
+    now = recent_ms(0)
     sent = [
-        Rec(
-            1, b"key-1", b"value-1", (("h1", b"a"), ("h2", None), ("h1", b"dup")), 1_700_000_000_123
-        ),
-        Rec(1, None, b"\x00\xff binary", (), 1_700_000_000_124),
-        Rec(0, b"k0", None, (("only", b""),), 1_600_000_000_000),
+        Rec(1, b"key-1", b"value-1", (("h1", b"a"), ("h2", None), ("h1", b"dup")), now - 2),
+        Rec(1, None, b"\x00\xff binary", (), now - 1),
+        Rec(0, b"k0", None, (("only", b""),), now - 86_400_000),
     ]
     produce(bootstrap, topic, sent)
 

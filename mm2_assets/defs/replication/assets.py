@@ -1,0 +1,133 @@
+"""`replicated_topics`: MM2's MirrorSourceConnector as a partitioned asset per flow."""
+
+# No `from __future__ import annotations`: Dagster reads the context and resource annotations.
+
+import time
+
+import dagster as dg
+
+from mm2_assets.defs.resources import SparkResource
+from mm2_assets.kafka.admin import admin_client, end_offsets
+from mm2_assets.kafka.replication_plan import PartitionState, plan_replication
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.spark.copy_task import CopyResult
+from mm2_assets.spark.job import run_copy_tasks
+
+
+def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) -> dg.AssetSpec:
+    """The source cluster's topics, an external asset: the upstream of `replicated_topics`."""
+    return dg.AssetSpec(
+        key=[flow.key, "source_topics"],
+        description=f"Topics on cluster '{flow.source.alias}' selected by flow {flow.name}.",
+        partitions_def=partitions,
+        group_name=flow.key,
+        kinds={"kafka"},
+        metadata={"cluster": flow.source.alias, "flow": flow.name},
+    )
+
+
+def _partition_table(states: list[PartitionState], results: dict[tuple[str, int], CopyResult]):
+    rows = []
+    for s in states:
+        r = results.get((s.topic, s.partition))
+        rows.append(
+            dg.TableRecord(
+                {
+                    "topic": s.topic,
+                    "partition": s.partition,
+                    "from_offset": r.start_offset if r else s.next_offset,
+                    "to_offset": r.next_offset if r else s.next_offset,
+                    "records": r.records if r else 0,
+                    "end_offset": s.end_offset,
+                }
+            )
+        )
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("topic", "string"),
+            dg.TableColumn("partition", "int"),
+            dg.TableColumn("from_offset", "int"),
+            dg.TableColumn("to_offset", "int"),
+            dg.TableColumn("records", "int"),
+            dg.TableColumn("end_offset", "int"),
+        ]
+    )
+    return dg.MetadataValue.table(rows, schema=schema)
+
+
+def replicated_topics_asset(
+    flow: FlowConfig, partitions: dg.PartitionsDefinition, upstream: dg.AssetSpec
+) -> dg.AssetsDefinition:
+    """The flow's `replicated_topics` asset: materializing topics copies their new records."""
+
+    @dg.asset(
+        name="replicated_topics",
+        key_prefix=[flow.key],
+        deps=[upstream],
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name=flow.key,
+        kinds={"kafka", "spark"},
+        description=(
+            f"Remote topics on '{flow.target.alias}' mirroring '{flow.source.alias}' "
+            f"(flow {flow.name}); one partition per source topic."
+        ),
+        metadata={"source": flow.source.alias, "target": flow.target.alias},
+    )
+    def replicated_topics(
+        context: dg.AssetExecutionContext, spark: SparkResource
+    ) -> dg.MaterializeResult:
+        started = time.monotonic()
+        topics = list(context.partition_keys)
+        plan = plan_replication(flow, topics)
+        for topic, reason in plan.skipped.items():
+            context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
+        # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
+        tasks_max = flow.properties.get("tasks.max")
+        results = (
+            run_copy_tasks(
+                spark.spark_session,
+                plan.tasks,
+                max_tasks=int(tasks_max) if tasks_max else None,
+            )
+            if plan.tasks
+            else []
+        )
+        by_partition = {(r.source_topic, r.partition): r for r in results}
+        # Lag after the copy, against the source's end now (new records may have arrived).
+        now_ends = end_offsets(
+            admin_client(flow.client_config("source", "admin")),
+            [(s.topic, s.partition) for s in plan.states],
+            cluster=flow.source.alias,
+        )
+        lag = 0
+        for s in plan.states:
+            done = by_partition.get((s.topic, s.partition))
+            next_offset = done.next_offset if done else s.next_offset
+            lag += max(0, now_ends[(s.topic, s.partition)] - next_offset)
+        records = sum(r.records for r in results)
+        copied_bytes = sum(r.bytes for r in results)
+        seconds = time.monotonic() - started
+        context.log.info(
+            f"{flow.name}: copied {records} records ({copied_bytes} bytes) in {len(results)} "
+            f"partitions of {len(plan.remote_topics)} topics in {seconds:.1f}s"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "records_copied": records,
+                "bytes_copied": copied_bytes,
+                "partitions_copied": len(results),
+                "remaining_lag_records": lag,
+                "duration_seconds": round(seconds, 3),
+                "records_per_second": round(records / seconds, 1) if seconds else 0.0,
+                "megabytes_per_second": round(copied_bytes / seconds / 1e6, 3) if seconds else 0.0,
+                "transactions": sum(r.transactions for r in results),
+                "offset_syncs": sum(r.offset_syncs for r in results),
+                "remote_topics": dg.MetadataValue.json(plan.remote_topics),
+                "skipped_topics": dg.MetadataValue.json(plan.skipped),
+                "created_topics": dg.MetadataValue.json(plan.created),
+                "partitions": _partition_table(plan.states, by_partition),
+            }
+        )
+
+    return replicated_topics

@@ -1,0 +1,124 @@
+"""Admin operations on one cluster through confluent-kafka, with errors that name the topic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
+
+ADMIN_TIMEOUT_S = 30.0
+
+
+class KafkaAdminError(RuntimeError):
+    """An admin operation failed; the message names the cluster and the topic."""
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """What replication needs to know of a topic."""
+
+    name: str
+    partitions: int
+
+
+def admin_client(config: Mapping[str, str]) -> AdminClient:
+    """An AdminClient for a librdkafka configuration."""
+    return AdminClient(dict(config))
+
+
+def list_topics(admin: AdminClient, *, cluster: str) -> dict[str, TopicInfo]:
+    """Every topic of the cluster (internal `__*` ones included) with its partition count."""
+    try:
+        metadata = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    except KafkaException as exc:
+        raise KafkaAdminError(f"cannot list topics of cluster '{cluster}': {exc}") from exc
+    return {
+        name: TopicInfo(name, len(topic.partitions))
+        for name, topic in metadata.topics.items()
+        if topic.error is None
+    }
+
+
+def ensure_topic(
+    admin: AdminClient,
+    name: str,
+    *,
+    partitions: int,
+    replication_factor: int,
+    config: Mapping[str, str] | None = None,
+    cluster: str,
+    existing: Mapping[str, TopicInfo] | None = None,
+) -> bool:
+    """Create `name` if missing, grow its partition count up to `partitions` if smaller.
+
+    Returns True when something was created or grown. `replication_factor` -1 means the
+    broker default. A topic another process created meanwhile counts as existing.
+    """
+    topics = existing if existing is not None else list_topics(admin, cluster=cluster)
+    current = topics.get(name)
+    if current is None:
+        futures = admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
+            operation_timeout=ADMIN_TIMEOUT_S,
+        )
+        try:
+            futures[name].result(timeout=ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaAdminError(
+                    f"cannot create topic '{name}' on cluster '{cluster}' "
+                    f"({partitions} partitions, replication factor {replication_factor}): {exc}"
+                ) from exc
+            return ensure_topic(
+                admin,
+                name,
+                partitions=partitions,
+                replication_factor=replication_factor,
+                cluster=cluster,
+            )
+        return True
+    if current.partitions < partitions:
+        futures = admin.create_partitions([NewPartitions(name, partitions)])
+        try:
+            futures[name].result(timeout=ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise KafkaAdminError(
+                f"cannot grow topic '{name}' on cluster '{cluster}' from {current.partitions} "
+                f"to {partitions} partitions: {exc}"
+            ) from exc
+        return True
+    return False
+
+
+def end_offsets(
+    admin: AdminClient,
+    partitions: Iterable[tuple[str, int]],
+    *,
+    cluster: str,
+    committed_only: bool = True,
+) -> dict[tuple[str, int], int]:
+    """The end offset of each topic-partition in one batched ListOffsets call.
+
+    `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
+    """
+    wanted = [TopicPartition(t, p) for t, p in partitions]
+    if not wanted:
+        return {}
+    isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets(
+        {tp: OffsetSpec.latest() for tp in wanted},
+        isolation_level=isolation,
+        request_timeout=ADMIN_TIMEOUT_S,
+    )
+    out: dict[tuple[str, int], int] = {}
+    for tp, future in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
+        except KafkaException as exc:
+            raise KafkaAdminError(
+                f"cannot read the end offset of {tp.topic}-{tp.partition} on cluster "
+                f"'{cluster}': {exc}"
+            ) from exc
+    return out

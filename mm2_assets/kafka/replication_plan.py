@@ -1,0 +1,207 @@
+"""Planning a replication run on the driver: which partitions to copy, from where to where.
+
+The plan re-applies the flow's topic filter and replication policy (a partition added by an
+older config or by hand is never replicated if the flow no longer selects it), creates the
+remote topics and the internal topics the copy tasks write to, and turns every lagging source
+partition into one copy task covering [committed progress, end offset at plan time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mm2_assets.kafka.admin import (
+    TopicInfo,
+    admin_client,
+    end_offsets,
+    ensure_topic,
+    list_topics,
+)
+from mm2_assets.kafka.topic_reader import read_to_end
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_topic
+from mm2_assets.mm2.selection import should_replicate_topic
+from mm2_assets.spark.copy_task import CopyTaskSpec
+
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Where one source partition stands: committed progress against its end offset."""
+
+    topic: str
+    partition: int
+    next_offset: int
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        """Records on the source not yet on the target."""
+        return max(0, self.end_offset - self.next_offset)
+
+
+@dataclass
+class ReplicationPlan:
+    """What one run will copy, and why some requested topics are left alone."""
+
+    flow: str
+    remote_topics: dict[str, str] = field(default_factory=dict)
+    states: list[PartitionState] = field(default_factory=list)
+    tasks: list[CopyTaskSpec] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)
+
+
+def offset_syncs_location(flow: FlowConfig) -> tuple[str, bool]:
+    """(offset-syncs topic name, whether it lives on the target), per
+    `offset-syncs.topic.location`: MM2 names it after the *other* cluster."""
+    policy = flow.replication_policy()
+    on_target = flow.offset_syncs_topic_location == "target"
+    other = flow.source.alias if on_target else flow.target.alias
+    return policy.offset_syncs_topic(other), on_target
+
+
+def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
+    """Stable per flow and source partition: a new attempt fences the previous one."""
+    return f"mm2-assets.{flow.source.alias}->{flow.target.alias}.{topic}.{partition}"
+
+
+def read_progress(flow: FlowConfig) -> dict[tuple[str, int], Progress]:
+    """The committed progress of every partition of the flow (latest record per key)."""
+    out: dict[tuple[str, int], Progress] = {}
+    for msg in read_to_end(
+        flow.client_config("target", "consumer"), progress_topic(flow.source.alias)
+    ):
+        if msg.value() is None:
+            continue
+        progress = Progress.from_record(msg.key(), msg.value())
+        if progress.flow == flow.name:
+            out[(progress.topic, progress.partition)] = progress
+    return out
+
+
+def selected_topics(flow: FlowConfig, source_topics: Mapping[str, TopicInfo]) -> dict[str, str]:
+    """upstream → remote topic name for every source topic the flow replicates."""
+    policy = flow.replication_policy()
+    topic_filter = flow.topic_filter()
+    return {
+        topic: policy.format_remote_topic(flow.source.alias, topic)
+        for topic in sorted(source_topics)
+        if should_replicate_topic(
+            topic,
+            source_alias=flow.source.alias,
+            target_alias=flow.target.alias,
+            policy=policy,
+            topic_filter=topic_filter,
+        )
+    }
+
+
+def ensure_internal_topics(flow: FlowConfig) -> list[str]:
+    """Create the progress topic (target) and offset-syncs topic (where configured)."""
+    created: list[str] = []
+    target_admin = admin_client(flow.client_config("target", "admin"))
+    target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    name = progress_topic(flow.source.alias)
+    if ensure_topic(
+        target_admin,
+        name,
+        partitions=PROGRESS_PARTITIONS,
+        replication_factor=flow.offset_syncs_topic_replication_factor,
+        config=COMPACTED,
+        cluster=flow.target.alias,
+        existing=target_topics,
+    ):
+        created.append(f"{flow.target.alias}:{name}")
+    syncs_topic, on_target = offset_syncs_location(flow)
+    cluster = flow.target if on_target else flow.source
+    admin = (
+        target_admin
+        if on_target
+        else admin_client(flow.client_config("target" if on_target else "source", "admin"))
+    )
+    existing = target_topics if on_target else list_topics(admin, cluster=cluster.alias)
+    # MM2's offset-syncs topic: one partition, compacted.
+    if ensure_topic(
+        admin,
+        syncs_topic,
+        partitions=1,
+        replication_factor=flow.offset_syncs_topic_replication_factor,
+        config=COMPACTED,
+        cluster=cluster.alias,
+        existing=existing,
+    ):
+        created.append(f"{cluster.alias}:{syncs_topic}")
+    return created
+
+
+def plan_replication(
+    flow: FlowConfig,
+    topics: Sequence[str],
+    *,
+    batch_records: int = 50_000,
+) -> ReplicationPlan:
+    """Plan copying `topics` (source names) of `flow`; see the module docstring."""
+    plan = ReplicationPlan(flow=flow.name)
+    source_admin = admin_client(flow.client_config("source", "admin"))
+    source_topics = list_topics(source_admin, cluster=flow.source.alias)
+    selected = selected_topics(flow, source_topics)
+    for topic in topics:
+        if topic not in source_topics:
+            plan.skipped[topic] = f"topic does not exist on '{flow.source.alias}'"
+        elif topic not in selected:
+            plan.skipped[topic] = "not selected by the topic filter / replication policy"
+        else:
+            plan.remote_topics[topic] = selected[topic]
+    if not plan.remote_topics:
+        return plan
+
+    plan.created.extend(ensure_internal_topics(flow))
+    target_admin = admin_client(flow.client_config("target", "admin"))
+    target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    for topic, remote in plan.remote_topics.items():
+        if ensure_topic(
+            target_admin,
+            remote,
+            partitions=source_topics[topic].partitions,
+            replication_factor=flow.replication_factor,
+            cluster=flow.target.alias,
+            existing=target_topics,
+        ):
+            plan.created.append(f"{flow.target.alias}:{remote}")
+
+    progress = read_progress(flow)
+    ends = end_offsets(
+        source_admin,
+        [(t, p) for t in plan.remote_topics for p in range(source_topics[t].partitions)],
+        cluster=flow.source.alias,
+    )
+    syncs_topic, syncs_on_target = offset_syncs_location(flow)
+    for (topic, partition), end in sorted(ends.items()):
+        done = progress.get((topic, partition))
+        state = PartitionState(topic, partition, done.next_offset if done else 0, end)
+        plan.states.append(state)
+        if state.lag == 0:
+            continue
+        plan.tasks.append(
+            CopyTaskSpec(
+                flow=flow.name,
+                source_topic=topic,
+                remote_topic=plan.remote_topics[topic],
+                partition=partition,
+                end_offset=end,
+                source_consumer=flow.client_config("source", "consumer"),
+                target_producer=flow.client_config("target", "producer"),
+                target_consumer=flow.client_config("target", "consumer"),
+                progress_topic=progress_topic(flow.source.alias),
+                offset_syncs_topic=syncs_topic,
+                offset_syncs_on_target=syncs_on_target,
+                source_producer=flow.client_config("source", "producer"),
+                transactional_id=transactional_id(flow, topic, partition),
+                offset_lag_max=flow.offset_lag_max,
+                batch_records=batch_records,
+            )
+        )
+    return plan

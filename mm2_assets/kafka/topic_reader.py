@@ -1,0 +1,84 @@
+"""Reading a (usually internal, compacted) topic from its beginning up to its current end.
+
+Progress, offset syncs, checkpoints and heartbeats are all stored in such topics; readers
+need every committed record present when the read started, and nothing later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+READ_TIMEOUT_S = 60.0
+
+
+class TopicReadError(RuntimeError):
+    """A topic could not be read to its end; the message names the topic."""
+
+
+def read_to_end(
+    consumer_config: Mapping[str, str],
+    topic: str,
+    *,
+    partitions: Iterable[int] | None = None,
+    timeout: float = READ_TIMEOUT_S,
+) -> Iterator[Message]:
+    """Yield every committed record of `topic` (all partitions, or `partitions`) in offset order
+    per partition, up to the end offsets seen when the read starts. A missing topic yields
+    nothing."""
+    config = {
+        **consumer_config,
+        "group.id": consumer_config.get("group.id", "mm2-assets-reader"),
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+        # In read_committed mode EOF comes at the last stable offset: an open transaction
+        # of a concurrent writer does not stall the read.
+        "enable.partition.eof": True,
+    }
+    consumer = Consumer(config)
+    try:
+        if partitions is None:
+            metadata = consumer.list_topics(topic, timeout=timeout)
+            info = metadata.topics.get(topic)
+            if info is None or info.error is not None:
+                return
+            partitions = sorted(info.partitions)
+        ends: dict[int, int] = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            if high > low:
+                ends[p] = high
+        if not ends:
+            return
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        deadline = time.monotonic() + timeout
+        while ends:
+            if time.monotonic() > deadline:
+                raise TopicReadError(
+                    f"timed out reading topic '{topic}' partitions {sorted(ends)} to their end"
+                )
+            batch = consumer.consume(10_000, timeout=0.5)
+            for msg in batch:
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        ends.pop(msg.partition(), None)
+                        continue
+                    raise TopicReadError(f"reading topic '{topic}': {KafkaException(error)}")
+                end = ends.get(msg.partition())
+                if end is None:
+                    continue
+                yield msg
+                if msg.offset() + 1 >= end:
+                    ends.pop(msg.partition(), None)
+            if not batch:
+                # Transaction markers and aborted records at the tail are never delivered:
+                # a position at or past the end means this partition is done.
+                for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
+                    if tp.offset >= ends.get(tp.partition, 0):
+                        ends.pop(tp.partition, None)
+    finally:
+        consumer.close()

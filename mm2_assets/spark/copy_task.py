@@ -1,0 +1,354 @@
+"""What one Spark task runs: copy a source topic-partition range to its remote topic.
+
+The task owns a transactional producer whose id is fixed per flow and partition, so starting
+it fences any zombie from an earlier attempt. After fencing it reads the committed progress,
+then copies records in batches; each batch is one Kafka transaction holding the records, the
+offset syncs (when they live on the target) and the new progress. A crash at any point leaves
+either the whole batch or none of it visible to read_committed consumers, and the next run
+resumes at the committed progress. No Spark import here: the module runs inside workers.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from mm2_assets.kafka.topic_reader import read_to_end
+from mm2_assets.mm2.progress import Progress, progress_key, progress_partition
+from mm2_assets.mm2.wire import OffsetSync
+
+# librdkafka settings the copy path depends on; user producer settings may tune the rest.
+_PRODUCER_GUARANTEES = {"enable.idempotence": True, "acks": "all"}
+_PRODUCER_DEFAULTS = {
+    "linger.ms": 10,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 500_000,
+    "transaction.timeout.ms": 120_000,
+}
+_CONSUMER_DEFAULTS = {
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "max.partition.fetch.bytes": 16 * 1024 * 1024,
+    "queued.min.messages": 200_000,
+}
+
+
+class CopyError(RuntimeError):
+    """Copying a partition failed; the message names the flow, topic and partition."""
+
+
+@dataclass(frozen=True)
+class CopyTaskSpec:
+    """Everything a worker needs to copy one source topic-partition (picklable)."""
+
+    flow: str
+    source_topic: str
+    remote_topic: str
+    partition: int
+    end_offset: int
+    source_consumer: Mapping[str, str]
+    target_producer: Mapping[str, str]
+    target_consumer: Mapping[str, str]
+    progress_topic: str
+    offset_syncs_topic: str
+    offset_syncs_on_target: bool
+    source_producer: Mapping[str, str]
+    transactional_id: str
+    offset_lag_max: int = 100
+    batch_records: int = 50_000
+    batch_bytes: int = 32 * 1024 * 1024
+
+    def describe(self) -> str:
+        """`flow topic-partition` for messages."""
+        return f"{self.flow} {self.source_topic}-{self.partition}"
+
+
+@dataclass
+class CopyResult:
+    """What one task did (small: the only thing sent back to the driver)."""
+
+    source_topic: str
+    partition: int
+    start_offset: int
+    next_offset: int
+    records: int = 0
+    bytes: int = 0
+    offset_syncs: int = 0
+    transactions: int = 0
+    seconds: float = 0.0
+    downstream_next: int = -1
+
+
+@dataclass
+class _Batch:
+    """Records of the open transaction, as far as offset syncs need them."""
+
+    upstream: array = field(default_factory=lambda: array("q"))
+    bytes: int = 0
+    # Downstream offsets of the records whose delivery is tracked (upstream → downstream).
+    downstream: dict[int, int] = field(default_factory=dict)
+
+
+def offset_syncs_for_batch(
+    upstream: array, first_downstream: int, last_downstream: int, offset_lag_max: int
+) -> list[tuple[int, int]]:
+    """(upstream, downstream) syncs for one transaction's records, in order.
+
+    Records of one transaction to one partition normally land on consecutive downstream
+    offsets; then a sync is emitted at the first record, at every upstream gap (on both sides
+    of it, so offsets inside a gap translate exactly), every `offset_lag_max` records and at
+    the last record. If other writers interleaved (offsets not consecutive) only the first
+    and last records are exact, and only those are emitted; translation stays safe because
+    MM2's rule never moves past a sync by more than one offset.
+    """
+    n = len(upstream)
+    if n == 0:
+        return []
+    if last_downstream - first_downstream != n - 1:
+        ends = [(upstream[0], first_downstream)]
+        if n > 1:
+            ends.append((upstream[-1], last_downstream))
+        return ends
+    step = max(1, offset_lag_max)
+    syncs: list[tuple[int, int]] = []
+    last_synced = -1
+    for i in range(n):
+        gap_after = i + 1 < n and upstream[i + 1] != upstream[i] + 1
+        gap_before = i > 0 and upstream[i] != upstream[i - 1] + 1
+        if i == 0 or i == n - 1 or gap_after or gap_before or i - last_synced >= step:
+            syncs.append((upstream[i], first_downstream + i))
+            last_synced = i
+    return syncs
+
+
+def committed_progress(spec: CopyTaskSpec) -> Progress | None:
+    """The committed progress of the spec's partition, read from its progress partition."""
+    key = progress_key(spec.flow, spec.source_topic, spec.partition)
+    found: Progress | None = None
+    for msg in read_to_end(
+        spec.target_consumer,
+        spec.progress_topic,
+        partitions=[progress_partition(spec.flow, spec.source_topic, spec.partition)],
+    ):
+        if msg.key() == key and msg.value() is not None:
+            found = Progress.from_record(msg.key(), msg.value())
+    return found
+
+
+def copy_partition(spec: CopyTaskSpec) -> CopyResult:
+    """Copy [committed progress, spec.end_offset) of one source partition. See module doc."""
+    started = time.monotonic()
+    producer = Producer(
+        {
+            **_PRODUCER_DEFAULTS,
+            **spec.target_producer,
+            **_PRODUCER_GUARANTEES,
+            "transactional.id": spec.transactional_id,
+        }
+    )
+    try:
+        # Fences every earlier producer with this id and aborts its open transaction.
+        producer.init_transactions(60)
+    except KafkaException as exc:
+        raise CopyError(
+            f"{spec.describe()}: cannot start the transactional producer: {exc}"
+        ) from exc
+    progress = committed_progress(spec)
+    start = progress.next_offset if progress else OFFSET_BEGINNING
+    result = CopyResult(
+        spec.source_topic,
+        spec.partition,
+        start_offset=max(start, 0),
+        next_offset=max(start, 0),
+        downstream_next=progress.downstream_next if progress else -1,
+    )
+    if progress is not None and progress.next_offset >= spec.end_offset:
+        result.seconds = time.monotonic() - started
+        return result
+    copier = _Copier(spec, producer, result)
+    try:
+        copier.run(start)
+    finally:
+        copier.close()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class _Copier:
+    """The consume → produce loop of one partition, one transaction per batch."""
+
+    def __init__(self, spec: CopyTaskSpec, producer: Producer, result: CopyResult) -> None:
+        self.spec = spec
+        self.producer = producer
+        self.result = result
+        self.errors: list[str] = []
+        self.batch = _Batch()
+        self.consumer = Consumer(
+            {
+                **_CONSUMER_DEFAULTS,
+                **spec.source_consumer,
+                "group.id": spec.source_consumer.get("group.id", "mm2-assets-copy"),
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self.sync_producer: Producer | None = None
+        if not spec.offset_syncs_on_target:
+            self.sync_producer = Producer({**spec.source_producer, **_PRODUCER_GUARANTEES})
+
+    def close(self) -> None:
+        """Release the clients; offset syncs bound for the source are flushed first."""
+        self.consumer.close()
+        if self.sync_producer is not None:
+            self.sync_producer.flush(60)
+
+    def _track(self, upstream: int, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.batch.downstream[upstream] = msg.offset()
+
+    def run(self, start: int) -> None:
+        """Copy until the source partition reaches the planned end offset."""
+        spec = self.spec
+        self.consumer.assign([TopicPartition(spec.source_topic, spec.partition, start)])
+        end = spec.end_offset
+        in_txn = False
+        done = False
+        while not done:
+            in_range: list[Message] = []
+            for msg in self.consumer.consume(10_000, timeout=1.0):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        continue
+                    raise CopyError(f"{spec.describe()}: consume failed: {KafkaException(error)}")
+                if msg.offset() >= end:
+                    done = True
+                    break
+                in_range.append(msg)
+            last_index = len(in_range) - 1
+            for i, msg in enumerate(in_range):
+                if not in_txn:
+                    self.producer.begin_transaction()
+                    in_txn = True
+                key, value = msg.key(), msg.value()
+                self.batch.bytes += (len(value) if value else 0) + (len(key) if key else 0)
+                full = (
+                    len(self.batch.upstream) + 1 >= spec.batch_records
+                    or self.batch.bytes >= spec.batch_bytes
+                )
+                # Only a batch's first and last records need their downstream offset; the
+                # last record of each consumed chunk may turn out to be a batch's last.
+                track = not self.batch.upstream or full or i == last_index
+                self._produce(msg, key, value, track)
+                if full:
+                    self._commit()
+                    in_txn = False
+            if in_range and in_range[-1].offset() + 1 >= end:
+                done = True
+            self.producer.poll(0)
+        if in_txn:
+            self._commit()
+
+    def _produce(self, msg: Message, key: bytes | None, value: bytes | None, track: bool) -> None:
+        upstream = msg.offset()
+        # Untracked records get no callback (a Python call per record costs throughput); a
+        # failed delivery still fails the transaction's commit.
+        callback = partial(self._track, upstream) if track else None
+        while True:
+            try:
+                self.producer.produce(
+                    self.spec.remote_topic,
+                    value=value,
+                    key=key,
+                    partition=self.spec.partition,
+                    timestamp=msg.timestamp()[1],
+                    headers=msg.headers(),
+                    on_delivery=callback,
+                )
+                break
+            except BufferError:
+                # The local queue is full: serve delivery reports until there is room.
+                self.producer.poll(0.1)
+        self.batch.upstream.append(upstream)
+
+    def _commit(self) -> None:
+        """Flush the batch, add its offset syncs and progress, commit the transaction."""
+        spec, producer, batch = self.spec, self.producer, self.batch
+        remaining = producer.flush(120)
+        if self.errors or remaining:
+            producer.abort_transaction(60)
+            raise CopyError(
+                f"{spec.describe()}: producing to '{spec.remote_topic}' failed: "
+                f"{self.errors[:3] or f'{remaining} records not acknowledged'}"
+            )
+        first_downstream = batch.downstream[batch.upstream[0]]
+        last_downstream = batch.downstream[batch.upstream[-1]]
+        syncs = offset_syncs_for_batch(
+            batch.upstream, first_downstream, last_downstream, spec.offset_lag_max
+        )
+        sync_records = [
+            OffsetSync(spec.source_topic, spec.partition, upstream, downstream)
+            for upstream, downstream in syncs
+        ]
+        if spec.offset_syncs_on_target:
+            for sync in sync_records:
+                producer.produce(
+                    spec.offset_syncs_topic,
+                    key=sync.record_key(),
+                    value=sync.record_value(),
+                    partition=0,
+                )
+        progress = Progress(
+            spec.flow,
+            spec.source_topic,
+            spec.partition,
+            next_offset=batch.upstream[-1] + 1,
+            downstream_next=last_downstream + 1,
+        )
+        producer.produce(
+            spec.progress_topic,
+            key=progress.record_key(),
+            value=progress.record_value(),
+            partition=progress_partition(spec.flow, spec.source_topic, spec.partition),
+        )
+        try:
+            producer.commit_transaction(120)
+        except KafkaException as exc:
+            raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
+        if self.sync_producer is not None:
+            # Offset syncs on the source cannot join the target transaction; written after the
+            # commit they only ever describe durable records.
+            for sync in sync_records:
+                self.sync_producer.produce(
+                    spec.offset_syncs_topic,
+                    key=sync.record_key(),
+                    value=sync.record_value(),
+                    partition=0,
+                )
+            self.sync_producer.poll(0)
+        result = self.result
+        result.records += len(batch.upstream)
+        result.bytes += batch.bytes
+        result.offset_syncs += len(sync_records)
+        result.transactions += 1
+        result.next_offset = progress.next_offset
+        result.downstream_next = progress.downstream_next
+        self.batch = _Batch()

@@ -1,0 +1,262 @@
+"""`replicated_topics` on real brokers through real Dagster and PySpark."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from confluent_kafka import Producer
+
+from mm2_assets.definitions import build_definitions
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets_tests.kafka_helpers import (
+    Rec,
+    consume_all,
+    create_topic,
+    produce,
+    recent_ms,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tricky_records(partitions: int, per_partition: int, seed: int, ts0: int) -> list[Rec]:
+    """Null keys, null values, binary payloads, repeated and null headers, explicit times."""
+    rng = random.Random(seed)
+    out = []
+    for p in range(partitions):
+        for i in range(per_partition):
+            key = None if i % 5 == 0 else rng.randbytes(rng.randint(0, 16))
+            value = None if i % 7 == 3 else rng.randbytes(rng.randint(0, 2048))
+            headers = tuple(
+                (f"h{j % 2}", None if j == 2 else rng.randbytes(j + 1)) for j in range(i % 4)
+            )
+            out.append(Rec(p, key, value, headers, ts0 + p * 1000 + i))
+    return out
+
+
+def flow_defs(config_path: Path) -> tuple[dg.Definitions, object]:
+    config = load_mm2_config(config_path)
+    return build_definitions(config), config.flows[0]
+
+
+def materialize_topics(
+    defs: dg.Definitions, flow_key: str, topics: list[str], spark_resource
+) -> dg.AssetMaterialization:
+    """Add `topics` as partitions and materialize them in one run; returns the event."""
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(f"{flow_key}__topics", topics)
+    key = dg.AssetKey([flow_key, "replicated_topics"])
+    asset = defs.get_assets_def(key)
+    tags = (
+        {"dagster/partition": topics[0]}
+        if len(topics) == 1
+        else {
+            "dagster/asset_partition_range_start": topics[0],
+            "dagster/asset_partition_range_end": topics[-1],
+        }
+    )
+    result = dg.materialize(
+        [asset], instance=instance, resources={"spark": spark_resource}, tags=tags
+    )
+    assert result.success
+    events = result.asset_materializations_for_node(asset.node_def.name)
+    assert events
+    return events[0]
+
+
+def test_six_partition_topic_replicates_record_for_record(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("orders")
+    create_topic(primary, topic, partitions=6)
+    first = tricky_records(6, 40, seed=1, ts0=recent_ms(3000))
+    produce(primary, topic, first)
+    defs, flow = flow_defs(write_mm2_config())
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    remote = f"primary.{topic}"
+    parts = list(range(6))
+    assert consume_all(backup, remote, parts) == consume_all(primary, topic, parts)
+    assert event.metadata["records_copied"].value == len(first)
+    assert event.metadata["remaining_lag_records"].value == 0
+
+    # A second materialization copies only what is new, and the copy stays identical.
+    second = tricky_records(6, 15, seed=2, ts0=recent_ms(1200))
+    produce(primary, topic, second)
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert event.metadata["records_copied"].value == len(second)
+    assert consume_all(backup, remote, parts) == consume_all(primary, topic, parts)
+
+    # And with nothing new, nothing is copied.
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert event.metadata["records_copied"].value == 0
+
+
+def test_offset_syncs_map_upstream_to_downstream_offsets(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("synced")
+    create_topic(primary, topic, partitions=1)
+    produce(primary, topic, tricky_records(1, 250, seed=3, ts0=recent_ms(3000)))
+    defs, flow = flow_defs(write_mm2_config("offset-syncs.topic.location = target\n"))
+    materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    from mm2_assets.kafka.topic_reader import read_to_end
+
+    syncs = [
+        OffsetSync.from_record(m.key(), m.value())
+        for m in read_to_end({"bootstrap.servers": backup}, "mm2-offset-syncs.primary.internal")
+    ]
+    ours = [s for s in syncs if s.topic == topic]
+    assert ours, "no offset syncs written"
+    downstream = consume_all(backup, f"primary.{topic}", [0])[0]
+    upstream = consume_all(primary, topic, [0])[0]
+    # Every sync points at the copy of the very record it names.
+    for sync in ours:
+        assert (
+            downstream_record_at(backup, f"primary.{topic}", sync.downstream_offset)
+            == (upstream[sync.upstream_offset])
+        )
+    assert max(s.upstream_offset for s in ours) == len(upstream) - 1
+    assert len(downstream) == len(upstream)
+
+
+def downstream_record_at(bootstrap: str, topic: str, offset: int) -> Rec:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("peek"),
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, offset)])
+        msg = consumer.poll(10)
+        assert msg is not None and msg.error() is None and msg.offset() == offset
+        return Rec(0, msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])
+    finally:
+        consumer.close()
+
+
+def test_zombie_transaction_is_fenced_and_never_visible(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("fenced")
+    create_topic(primary, topic, partitions=1)
+    produce(primary, topic, tricky_records(1, 30, seed=4, ts0=recent_ms(3000)))
+    defs, flow = flow_defs(write_mm2_config())
+    remote = f"primary.{topic}"
+    create_topic(backup, remote, partitions=1)
+    # A crashed earlier attempt: same transactional id, records sent, never committed.
+    zombie = Producer(
+        {
+            "bootstrap.servers": backup,
+            "transactional.id": f"mm2-assets.primary->backup.{topic}.0",
+        }
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for i in range(5):
+        zombie.produce(remote, value=f"zombie-{i}".encode(), partition=0)
+    zombie.flush(30)
+
+    materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    assert consume_all(backup, remote, [0]) == consume_all(primary, topic, [0])
+    with pytest.raises(Exception, match=r"(?i)fenced"):
+        zombie.commit_transaction(30)
+
+
+def test_identity_policy_keeps_the_topic_name(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("identity")
+    create_topic(primary, topic, partitions=2)
+    produce(primary, topic, tricky_records(2, 20, seed=5, ts0=recent_ms(3000)))
+    defs, flow = flow_defs(
+        write_mm2_config(
+            "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        )
+    )
+
+    materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    assert consume_all(backup, topic, [0, 1]) == consume_all(primary, topic, [0, 1])
+
+
+def test_excluded_and_looping_topics_are_never_replicated(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    excluded = unique("secret")
+    looping = f"backup.{unique('came-from-backup')}"
+    kept = unique("kept")
+    for name in (excluded, looping, kept):
+        create_topic(primary, name, partitions=1)
+        produce(primary, name, tricky_records(1, 5, seed=6, ts0=recent_ms(3000)))
+    defs, flow = flow_defs(write_mm2_config("topics.exclude = secret-.*\n"))
+
+    topics = sorted([excluded, looping, kept])
+    event = materialize_topics(defs, flow.key, topics, spark_resource)
+
+    from confluent_kafka.admin import AdminClient
+
+    on_backup = AdminClient({"bootstrap.servers": backup}).list_topics(timeout=10).topics
+    assert f"primary.{kept}" in on_backup
+    assert f"primary.{excluded}" not in on_backup
+    assert f"primary.{looping}" not in on_backup
+    skipped = event.metadata["skipped_topics"].value
+    assert set(skipped) == {excluded, looping}
+
+
+def test_materialize_through_the_dagster_cli(primary, backup, write_mm2_config, tmp_path) -> None:
+    topic = unique("cli")
+    create_topic(primary, topic, partitions=3)
+    produce(primary, topic, tricky_records(3, 10, seed=7, ts0=recent_ms(3000)))
+    config_path = write_mm2_config()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "MM2_CONFIG": str(config_path)}
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import dagster as dg; dg.DagsterInstance.get().add_dynamic_partitions("
+            f"'primary_to_backup__topics', ['{topic}'])",
+        ],
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "asset",
+            "materialize",
+            "-m",
+            "mm2_assets.definitions",
+            "--select",
+            "primary_to_backup/replicated_topics",
+            "--partition",
+            topic,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    parts = [0, 1, 2]
+    assert consume_all(backup, f"primary.{topic}", parts) == consume_all(primary, topic, parts)
