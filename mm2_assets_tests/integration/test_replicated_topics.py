@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -260,3 +261,52 @@ def test_materialize_through_the_dagster_cli(primary, backup, write_mm2_config, 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     parts = [0, 1, 2]
     assert consume_all(backup, f"primary.{topic}", parts) == consume_all(primary, topic, parts)
+
+
+CRASHING_COPY = """
+import sys
+from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.spark.copy_task import copy_partition
+
+flow = load_mm2_config(sys.argv[1]).flows[0]
+plan = plan_replication(flow, [sys.argv[2]], batch_records=25)
+copy_partition(plan.tasks[0])
+"""
+
+
+def test_killed_copy_resumes_without_loss_or_duplicates(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("crash")
+    create_topic(primary, topic, partitions=1)
+    produce(primary, topic, tricky_records(1, 4000, seed=8, ts0=recent_ms(3000)))
+    config_path = write_mm2_config()
+    defs, flow = flow_defs(config_path)
+    remote = f"primary.{topic}"
+
+    # A copy killed with SIGKILL part-way: some transactions committed, one maybe open.
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_COPY, str(config_path), topic])
+    from confluent_kafka import Consumer, TopicPartition
+
+    watcher = Consumer({"bootstrap.servers": backup, "group.id": unique("watch")})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                _, high = watcher.get_watermark_offsets(TopicPartition(remote, 0), timeout=5)
+            except Exception:
+                high = 0
+            if high > 500:
+                break
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(30)
+    finally:
+        watcher.close()
+    partial = consume_all(backup, remote, [0])[0]
+    assert len(partial) < 4000, "the copy finished before it could be killed"
+
+    materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    assert consume_all(backup, remote, [0]) == consume_all(primary, topic, [0])

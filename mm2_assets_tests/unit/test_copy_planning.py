@@ -1,0 +1,71 @@
+"""Pure parts of the copy path: offset syncs per batch, progress records, task assignment."""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+
+from mm2_assets.mm2.offset_translation import OffsetSyncStore
+from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
+from mm2_assets.mm2.wire import OffsetSync, TopicPartition
+from mm2_assets.spark.copy_task import offset_syncs_for_batch
+from mm2_assets.spark.job import assign_tasks
+
+
+def test_contiguous_batch_syncs_first_last_and_every_lag_max() -> None:
+    upstream = array("q", range(100, 350))
+    syncs = offset_syncs_for_batch(upstream, 1000, 1249, offset_lag_max=100)
+    assert syncs == [(100, 1000), (200, 1100), (300, 1200), (349, 1249)]
+
+
+def test_upstream_gaps_get_syncs_on_both_sides() -> None:
+    # Offsets 3..9 are missing upstream (compaction or transaction markers).
+    upstream = array("q", [0, 1, 2, 10, 11])
+    syncs = offset_syncs_for_batch(upstream, 50, 54, offset_lag_max=100)
+    assert syncs == [(0, 50), (2, 52), (10, 53), (11, 54)]
+
+
+def test_interleaved_downstream_falls_back_to_exact_end_points() -> None:
+    upstream = array("q", range(10))
+    # Another writer put 5 records among ours: only first and last are known exactly.
+    assert offset_syncs_for_batch(upstream, 0, 14, offset_lag_max=3) == [(0, 0), (9, 14)]
+
+
+@pytest.mark.parametrize("committed", range(0, 12))
+def test_translation_through_batch_syncs_never_skips_a_record(committed: int) -> None:
+    upstream = array("q", [0, 1, 2, 5, 6, 7, 8, 9, 10, 11])
+    first = 100
+    syncs = offset_syncs_for_batch(upstream, first, first + len(upstream) - 1, offset_lag_max=4)
+    store = OffsetSyncStore()
+    for u, d in syncs:
+        store.add(OffsetSync("t", 0, u, d))
+    translated = store.translate_downstream("g", TopicPartition("t", 0), committed)
+    assert translated is not None
+    # The first record the consumer still needs (upstream offset >= committed) must be at or
+    # after the translated downstream offset.
+    needed = [first + i for i, u in enumerate(upstream) if u >= committed]
+    if needed:
+        assert translated <= needed[0]
+
+
+def test_progress_record_round_trip_and_stable_partition() -> None:
+    progress = Progress("a->b", "orders", 3, next_offset=42, downstream_next=57)
+    assert Progress.from_record(progress.record_key(), progress.record_value()) == progress
+    partition = progress_partition("a->b", "orders", 3)
+    assert 0 <= partition < PROGRESS_PARTITIONS
+    assert partition == progress_partition("a->b", "orders", 3)
+
+
+def test_malformed_progress_names_the_record() -> None:
+    with pytest.raises(ValueError, match="malformed progress record"):
+        Progress.from_record(b'{"flow":"a->b"}', b"{}")
+
+
+def test_tasks_follow_partitions_unless_capped() -> None:
+    specs = list(range(8))
+    assert assign_tasks(specs, None) == [[i] for i in range(8)]  # type: ignore[arg-type]
+    capped = assign_tasks(specs, 3)  # type: ignore[arg-type]
+    assert len(capped) == 3
+    assert sorted(x for group in capped for x in group) == specs
+    assert assign_tasks([], None) == []
