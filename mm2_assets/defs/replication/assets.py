@@ -84,6 +84,7 @@ def replicated_topics_asset(
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
         # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
         tasks_max = flow.properties.get("tasks.max")
+        copy_started = time.monotonic()
         results = (
             run_copy_tasks(
                 spark.spark_session,
@@ -93,6 +94,7 @@ def replicated_topics_asset(
             if plan.tasks
             else []
         )
+        copy_seconds = time.monotonic() - copy_started
         by_partition = {(r.source_topic, r.partition): r for r in results}
         # Lag after the copy, against the source's end now (new records may have arrived).
         now_ends = end_offsets(
@@ -119,6 +121,8 @@ def replicated_topics_asset(
                 "partitions_copied": len(results),
                 "remaining_lag_records": lag,
                 "duration_seconds": round(seconds, 3),
+                # Spark session start (when first used) plus the copy job itself.
+                "copy_seconds": round(copy_seconds, 3),
                 "records_per_second": round(records / seconds, 1) if seconds else 0.0,
                 "megabytes_per_second": round(copied_bytes / seconds / 1e6, 3) if seconds else 0.0,
                 "transactions": sum(r.transactions for r in results),

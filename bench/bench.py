@@ -1,0 +1,472 @@
+"""Throughput benchmark: mm2-assets vs Apache MirrorMaker 2 vs a raw confluent-kafka loop.
+
+One run starts two local Kafka clusters (the project's launcher), produces the workload to the
+source once per repetition, and copies it with each system into its own remote topic on the
+target:
+
+- ours:  one `dagster asset materialize` of `replicated_topics` (process start, Spark session
+         and planning included); its steady-state copy rate is the Spark job alone.
+- mm2:   Apache MirrorMaker 2 in dedicated mode (`connect-mirror`, same Kafka version), same
+         partitions, `tasks.max` = partitions, acks=all, idempotent producer.
+- raw:   a confluent-kafka consume→produce loop, one process per core (the ceiling).
+
+Each copy is verified complete (record count on the target) before its time counts.
+Usage: `.venv/bin/python bench/bench.py [--records N] [--repeats R] [--systems ours,mm2,raw]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procstat import PeakRss
+
+from mm2_assets.kafka.launcher import running_clusters
+from mm2_assets.kafka.runtime import KAFKA_VERSION, classpath, java_executable, log4j_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DAGSTER = Path(sys.executable).parent / "dagster"
+
+
+@dataclass
+class Measurement:
+    """One system's copy of one workload."""
+
+    system: str
+    repeat: int
+    records: int
+    bytes: int
+    wall_seconds: float
+    steady_seconds: float
+    peak_rss_mb: float
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.wall_seconds
+
+    @property
+    def steady_records_per_second(self) -> float:
+        return self.records / self.steady_seconds if self.steady_seconds else 0.0
+
+
+def produce_workload(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> int:
+    """Create `topic` and fill it: keys, `size`-byte values, one header. Returns value bytes."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "acks": "all",
+        }
+    )
+    pool = [os.urandom(size) for _ in range(256)]
+    headers = [("bench", b"1")]
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=b"key-%d" % i,
+                    value=pool[i & 255],
+                    partition=i % partitions,
+                    headers=headers,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    return records * (size + 10)
+
+
+def count_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """Records visible to a read_committed consumer (markers and aborted records excluded)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-count-{time.time_ns()}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    pending, count = set(range(partitions)), 0
+    deadline = time.monotonic() + 300
+    while pending and time.monotonic() < deadline:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                continue
+            count += 1
+    consumer.close()
+    return count
+
+
+def target_end_total(admin_bootstrap: str, topic: str, partitions: int) -> int:
+    consumer = Consumer({"bootstrap.servers": admin_bootstrap, "group.id": "bench-watch"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        )
+    except Exception:
+        return 0
+    finally:
+        consumer.close()
+
+
+# --- ours -----------------------------------------------------------------------------------
+
+
+def run_ours(ctx: dict, topic: str, repeat: int) -> Measurement:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-ours-"))
+    config = workdir / "mm2.properties"
+    config.write_text(
+        f"clusters = primary, backup\n"
+        f"primary.bootstrap.servers = {ctx['source']}\n"
+        f"backup.bootstrap.servers = {ctx['target']}\n"
+        f"primary->backup.enabled = true\n"
+        f"primary->backup.topics = {topic}\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+    )
+    env = {**os.environ, "DAGSTER_HOME": str(workdir), "MM2_CONFIG": str(config)}
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import dagster as dg; dg.DagsterInstance.get().add_dynamic_partitions("
+            f"'primary_to_backup__topics', ['{topic}'])",
+        ],
+        env=env,
+        check=True,
+    )
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [
+            str(DAGSTER),
+            "asset",
+            "materialize",
+            "-m",
+            "mm2_assets.definitions",
+            "--select",
+            "primary_to_backup/replicated_topics",
+            "--partition",
+            topic,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with PeakRss([proc.pid]) as rss:
+        _, err = proc.communicate()
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"ours failed:\n{err[-3000:]}")
+    metadata = read_materialization_metadata(env)
+    copied = count_records(ctx["target"], f"primary.{topic}", ctx["partitions"])
+    if copied != ctx["records"]:
+        raise RuntimeError(f"ours copied {copied} of {ctx['records']} records")
+    return Measurement(
+        "ours",
+        repeat,
+        copied,
+        ctx["bytes"],
+        wall,
+        metadata["copy_seconds"],
+        rss.peak / 1e6,
+    )
+
+
+def read_materialization_metadata(env: dict[str, str]) -> dict[str, float]:
+    code = (
+        "import json, dagster as dg\n"
+        "e = dg.DagsterInstance.get().get_latest_materialization_event("
+        "dg.AssetKey(['primary_to_backup', 'replicated_topics']))\n"
+        "m = e.asset_materialization.metadata\n"
+        "print(json.dumps({k: v.value for k, v in m.items() if isinstance(v.value, (int, float))}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --- Apache MirrorMaker 2 ------------------------------------------------------------------
+
+
+def run_mm2(ctx: dict, topic: str, repeat: int) -> Measurement:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-mm2-"))
+    config = workdir / "mm2.properties"
+    partitions = ctx["partitions"]
+    config.write_text(
+        f"clusters = mm2src, backup\n"
+        f"mm2src.bootstrap.servers = {ctx['source']}\n"
+        f"backup.bootstrap.servers = {ctx['target']}\n"
+        f"mm2src->backup.enabled = true\n"
+        f"backup->mm2src.enabled = false\n"
+        f"mm2src->backup.topics = {topic}\n"
+        f"tasks.max = {partitions}\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "config.storage.replication.factor = 1\noffset.storage.replication.factor = 1\n"
+        "status.storage.replication.factor = 1\n"
+        "mm2src->backup.producer.acks = all\nmm2src->backup.producer.enable.idempotence = true\n"
+        "emit.heartbeats.enabled = false\n"
+        "refresh.topics.interval.seconds = 5\n"
+    )
+    remote = f"mm2src.{topic}"
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [
+            java_executable(),
+            "-Xmx1g",
+            f"-Dlog4j2.configurationFile={log4j_config()}",
+            "-cp",
+            classpath(),
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            str(config),
+        ],
+        stdout=(workdir / "mm2.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    first_seen: float | None = None
+    with PeakRss([proc.pid]) as rss:
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"MM2 exited early; see {workdir / 'mm2.log'}")
+            total = target_end_total(ctx["target"], remote, partitions)
+            if total and first_seen is None:
+                first_seen = time.monotonic()
+            if total >= ctx["records"]:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("MM2 did not finish in time")
+    wall = time.monotonic() - started
+    steady = time.monotonic() - (first_seen or started)
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(60)
+    copied = count_records(ctx["target"], remote, partitions)
+    if copied < ctx["records"]:
+        raise RuntimeError(f"MM2 copied {copied} of {ctx['records']} records")
+    return Measurement("mm2", repeat, copied, ctx["bytes"], wall, steady, rss.peak / 1e6)
+
+
+# --- raw confluent-kafka ceiling ------------------------------------------------------------
+
+
+def _raw_worker(source: str, target: str, topic: str, parts: list[int], remote: str) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source,
+            "group.id": "bench-raw",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "queued.min.messages": 200_000,
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": target,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 10,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    pending = set(parts)
+    while pending:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                continue
+            while True:
+                try:
+                    producer.produce(
+                        remote,
+                        key=msg.key(),
+                        value=msg.value(),
+                        partition=msg.partition(),
+                        timestamp=msg.timestamp()[1],
+                        headers=msg.headers(),
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(120)
+    consumer.close()
+
+
+def run_raw(ctx: dict, topic: str, repeat: int) -> Measurement:
+    remote = f"raw.{topic}"
+    partitions = ctx["partitions"]
+    admin = AdminClient({"bootstrap.servers": ctx["target"]})
+    admin.create_topics([NewTopic(remote, partitions, 1)])[remote].result(60)
+    workers = os.cpu_count() or 1
+    spawn = multiprocessing.get_context("spawn")
+    started = time.monotonic()
+    procs = [
+        spawn.Process(
+            target=_raw_worker,
+            args=(ctx["source"], ctx["target"], topic, list(range(w, partitions, workers)), remote),
+        )
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    with PeakRss([p.pid for p in procs if p.pid]) as rss:
+        for p in procs:
+            p.join()
+    wall = time.monotonic() - started
+    copied = count_records(ctx["target"], remote, partitions)
+    if copied != ctx["records"]:
+        raise RuntimeError(f"raw copied {copied} of {ctx['records']} records")
+    return Measurement("raw", repeat, copied, ctx["bytes"], wall, wall, rss.peak / 1e6)
+
+
+RUNNERS = {"ours": run_ours, "mm2": run_mm2, "raw": run_raw}
+
+
+def summarize(results: list[Measurement], systems: list[str]) -> dict:
+    """Median and spread (min..max) per system, and ratios of medians."""
+    summary: dict[str, dict] = {}
+    for system in systems:
+        rows = [r for r in results if r.system == system]
+        if not rows:
+            continue
+        rps = [r.records_per_second for r in rows]
+        summary[system] = {
+            "runs": len(rows),
+            "wall_seconds_median": statistics.median(r.wall_seconds for r in rows),
+            "records_per_second_median": statistics.median(rps),
+            "records_per_second_min": min(rps),
+            "records_per_second_max": max(rps),
+            "mb_per_second_median": statistics.median(r.bytes / r.wall_seconds / 1e6 for r in rows),
+            "steady_records_per_second_median": statistics.median(
+                r.steady_records_per_second for r in rows
+            ),
+            "peak_rss_mb_median": statistics.median(r.peak_rss_mb for r in rows),
+        }
+    for system, row in summary.items():
+        for ref in ("mm2", "raw"):
+            if ref in summary and ref != system:
+                row[f"ratio_to_{ref}"] = (
+                    row["records_per_second_median"] / summary[ref]["records_per_second_median"]
+                )
+                row[f"steady_ratio_to_{ref}"] = (
+                    row["steady_records_per_second_median"]
+                    / summary[ref]["steady_records_per_second_median"]
+                )
+    return summary
+
+
+def markdown(summary: dict, args: argparse.Namespace, machine: dict) -> str:
+    lines = [
+        f"# Throughput: {args.records:,} records x {args.value_size} B, "
+        f"{args.partitions} partitions, {args.repeats} repeats",
+        "",
+        f"Machine: {machine['cpus']} cores, {machine['platform']}, Python {machine['python']}, "
+        f"Kafka {KAFKA_VERSION}. Median (min-max) records/s; wall includes start-up.",
+        "",
+        "| system | wall s | records/s (min-max) | MB/s | steady records/s | peak RSS MB "
+        "| vs MM2 | vs raw |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for system, row in summary.items():
+        lines.append(
+            f"| {system} | {row['wall_seconds_median']:.1f} "
+            f"| {row['records_per_second_median']:,.0f} ({row['records_per_second_min']:,.0f}-"
+            f"{row['records_per_second_max']:,.0f}) | {row['mb_per_second_median']:.1f} "
+            f"| {row['steady_records_per_second_median']:,.0f} | {row['peak_rss_mb_median']:.0f} "
+            f"| {row.get('ratio_to_mm2', 1.0):.2f} | {row.get('ratio_to_raw', 1.0):.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--value-size", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--systems", default="ours,mm2,raw")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    machine = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
+    results: list[Measurement] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-kafka-") as kafka_dir,
+        running_clusters(["source", "target"], Path(kafka_dir)) as clusters,
+    ):
+        ctx = {
+            "source": clusters["source"].bootstrap_servers,
+            "target": clusters["target"].bootstrap_servers,
+            "partitions": args.partitions,
+            "records": args.records,
+        }
+        for repeat in range(args.repeats):
+            for system in systems:
+                topic = f"bench-{system}-{repeat}-{int(time.time())}"
+                ctx["bytes"] = produce_workload(
+                    ctx["source"], topic, args.partitions, args.records, args.value_size
+                )
+                m = RUNNERS[system](ctx, topic, repeat)
+                results.append(m)
+                print(
+                    f"{system} #{repeat}: {m.wall_seconds:.1f}s wall, "
+                    f"{m.records_per_second:,.0f} rec/s, steady {m.steady_records_per_second:,.0f}"
+                    f" rec/s, peak RSS {m.peak_rss_mb:.0f} MB",
+                    flush=True,
+                )
+    summary = summarize(results, systems)
+    report = {
+        "machine": machine,
+        "kafka_version": KAFKA_VERSION,
+        "params": vars(args),
+        "runs": [asdict(r) for r in results],
+        "summary": summary,
+    }
+    (out_dir / "throughput.json").write_text(json.dumps(report, indent=2))
+    (out_dir / "throughput.md").write_text(markdown(summary, args, machine))
+    print(markdown(summary, args, machine))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
