@@ -15,6 +15,7 @@ import dagster as dg
 from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.topic_configs.assets import topic_configs_asset
 from mm2_assets.mm2.config import MM2Config, load_mm2_config
 
 CONFIG_ENV = "MM2_CONFIG"
@@ -34,7 +35,8 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
     for flow in config.flows:
         partitions = topics_partitions(flow)
         source = source_topics_spec(flow, partitions)
-        assets.extend([source, replicated_topics_asset(flow, partitions, source)])
+        replicated = replicated_topics_asset(flow, partitions, source)
+        assets.extend([source, replicated, topic_configs_asset(flow, partitions, replicated.key)])
     return dg.Definitions(
         assets=assets,
         resources={"spark": spark or SparkResource()},

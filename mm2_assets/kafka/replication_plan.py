@@ -8,20 +8,20 @@ partition into one copy task covering [committed progress, end offset at plan ti
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mm2_assets.kafka.admin import (
-    TopicInfo,
     admin_client,
     end_offsets,
     ensure_topic,
     list_topics,
 )
+from mm2_assets.kafka.topic_config_sync import describe_topic_configs
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_topic
-from mm2_assets.mm2.selection import should_replicate_topic
+from mm2_assets.mm2.topic_configs import creation_configs
 from mm2_assets.spark.copy_task import CopyTaskSpec
 
 COMPACTED = {"cleanup.policy": "compact"}
@@ -82,23 +82,6 @@ def read_progress(flow: FlowConfig) -> dict[tuple[str, int], Progress]:
     return out
 
 
-def selected_topics(flow: FlowConfig, source_topics: Mapping[str, TopicInfo]) -> dict[str, str]:
-    """upstream → remote topic name for every source topic the flow replicates."""
-    policy = flow.replication_policy()
-    topic_filter = flow.topic_filter()
-    return {
-        topic: policy.format_remote_topic(flow.source.alias, topic)
-        for topic in sorted(source_topics)
-        if should_replicate_topic(
-            topic,
-            source_alias=flow.source.alias,
-            target_alias=flow.target.alias,
-            policy=policy,
-            topic_filter=topic_filter,
-        )
-    }
-
-
 def ensure_internal_topics(flow: FlowConfig) -> list[str]:
     """Create the progress topic (target) and offset-syncs topic (where configured)."""
     created: list[str] = []
@@ -147,7 +130,7 @@ def plan_replication(
     plan = ReplicationPlan(flow=flow.name)
     source_admin = admin_client(flow.client_config("source", "admin"))
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
-    selected = selected_topics(flow, source_topics)
+    selected = flow.remote_topics(source_topics)
     for topic in topics:
         if topic not in source_topics:
             plan.skipped[topic] = f"topic does not exist on '{flow.source.alias}'"
@@ -161,12 +144,20 @@ def plan_replication(
     plan.created.extend(ensure_internal_topics(flow))
     target_admin = admin_client(flow.client_config("target", "admin"))
     target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    # New remote topics start with the source's replicable configs (compaction, retention),
+    # as MM2 creates them; later changes are the topic_configs asset's job.
+    missing = [t for t, remote in plan.remote_topics.items() if remote not in target_topics]
+    source_configs, _ = describe_topic_configs(
+        source_admin, missing, timeout=flow.admin_timeout_ms / 1000
+    )
+    config_filter = flow.config_property_filter()
     for topic, remote in plan.remote_topics.items():
         if ensure_topic(
             target_admin,
             remote,
             partitions=source_topics[topic].partitions,
             replication_factor=flow.replication_factor,
+            config=creation_configs(source_configs.get(topic, []), config_filter),
             cluster=flow.target.alias,
             existing=target_topics,
         ):

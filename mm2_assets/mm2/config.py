@@ -67,6 +67,7 @@ from mm2_assets.mm2.policy import (
     ReplicationPolicy,
     load_replication_policy,
 )
+from mm2_assets.mm2.selection import remote_topic_map
 
 __all__ = [
     "FLOW_DEFAULTS",
@@ -496,6 +497,24 @@ class FlowConfig:
     def replication_policy(self) -> ReplicationPolicy:
         """A new replication policy configured from this flow's properties."""
         return load_replication_policy(self.properties)
+
+    def remote_topics(self, topics: Iterable[str]) -> dict[str, str]:
+        """upstream → remote topic name for each of `topics` this flow replicates.
+
+        Java: `MirrorSourceConnector.shouldReplicateTopic` with this flow's filter and policy
+        (KIP-1074 internal-topic rules and cycle detection included).
+        """
+        return remote_topic_map(
+            topics,
+            source_alias=self.source.alias,
+            target_alias=self.target.alias,
+            policy=self.replication_policy(),
+            topic_filter=self.topic_filter(),
+            heartbeats_replication_enabled=(
+                self.properties.get("heartbeats.replication.enabled", "true").strip().lower()
+                == "true"
+            ),
+        )
 
     def topic_filter(self) -> TopicFilter:
         """A new topic filter configured from this flow's properties."""

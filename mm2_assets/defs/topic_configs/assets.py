@@ -1,0 +1,179 @@
+"""`topic_configs`: the remote topics' configs and partition counts following the source.
+
+One asset per flow, partitioned like `replicated_topics` (one partition per source topic) and
+run as one multi-partition run. It does what MM2's MirrorSourceConnector does on its
+`sync.topic.configs.interval.seconds` schedule (see `mm2_assets.kafka.topic_config_sync`).
+"""
+
+# No `from __future__ import annotations`: Dagster checks the `context` annotation as an object.
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import dagster as dg
+
+from mm2_assets.kafka.topic_config_sync import (
+    TopicConfigSyncError,
+    TopicConfigSyncResult,
+    sync_topic_configs,
+)
+from mm2_assets.mm2.config import FlowConfig
+
+# Run tag that syncs even when the last sync is younger than the interval.
+FORCE_TAG = "force"
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def is_forced(tags: Mapping[str, str]) -> bool:
+    """Whether the run's tags ask to sync regardless of the interval (`force=true`)."""
+    value = tags.get(FORCE_TAG)
+    return value is not None and value.strip().lower() not in _FALSE
+
+
+def last_materialized(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: Sequence[str]
+) -> dict[str, float]:
+    """Timestamp of the latest materialization of each of `partitions` that has one."""
+    storage_ids = instance.get_latest_storage_id_by_partition(
+        key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(partitions)
+    )
+    if not storage_ids:
+        return {}
+    by_id = {storage_id: partition for partition, storage_id in storage_ids.items()}
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, storage_ids=list(by_id)), limit=len(by_id)
+    ).records
+    return {by_id[r.storage_id]: r.timestamp for r in records if r.storage_id in by_id}
+
+
+def _table(result: TopicConfigSyncResult) -> dg.TableMetadataValue:
+    rows = [
+        dg.TableRecord(
+            {
+                "topic": topic,
+                "remote_topic": diff.remote_topic,
+                "created": diff.created,
+                "partitions": diff.partitions_after,
+                "partitions_added": diff.partitions_added,
+                "api": diff.api or "",
+                "set": ", ".join(diff.set),
+                "deleted": ", ".join(diff.deleted),
+            }
+        )
+        for topic, diff in sorted(result.diffs.items())
+    ]
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("topic", "string"),
+            dg.TableColumn("remote_topic", "string"),
+            dg.TableColumn("created", "bool"),
+            dg.TableColumn("partitions", "int"),
+            dg.TableColumn("partitions_added", "int"),
+            dg.TableColumn("api", "string"),
+            dg.TableColumn("set", "string"),
+            dg.TableColumn("deleted", "string"),
+        ]
+    )
+    return dg.MetadataValue.table(rows, schema=schema)
+
+
+def sync_metadata(
+    flow: FlowConfig, result: TopicConfigSyncResult, *, configs_synced: bool, seconds: float
+) -> dict[str, Any]:
+    """The materialization metadata: what changed per topic (sensitive values masked)."""
+    changed = result.changed
+    return {
+        "config_sync": "enabled" if configs_synced else "disabled (sync.topic.configs.enabled)",
+        "use_incremental_alter_configs": flow.use_incremental_alter_configs,
+        "use_defaults_from": flow.use_defaults_from,
+        "topics_synced": len(result.diffs),
+        "topics_changed": len(changed),
+        "partitions_added": sum(d.partitions_added for d in result.diffs.values()),
+        "created_topics": dg.MetadataValue.json(
+            sorted(d.remote_topic for d in result.diffs.values() if d.created)
+        ),
+        "fell_back_to_alter_configs": dg.MetadataValue.json(result.fell_back),
+        "changes": dg.MetadataValue.json({t: d.as_dict() for t, d in sorted(changed.items())}),
+        "skipped_topics": dg.MetadataValue.json(result.skipped),
+        "topics": _table(result),
+        "duration_seconds": round(seconds, 3),
+    }
+
+
+def topic_configs_asset(
+    flow: FlowConfig,
+    partitions: dg.PartitionsDefinition,
+    replicated_topics_key: dg.AssetKey | Sequence[str],
+) -> dg.AssetsDefinition:
+    """The flow's `topic_configs` asset (key `[flow.key, "topic_configs"]`).
+
+    Materializing topics creates missing remote topics, grows their partition counts and, if
+    `sync.topic.configs.enabled`, syncs their configs. A run whose topics were all synced less
+    than `sync.topic.configs.interval.seconds` ago materializes nothing, unless tagged
+    `force=true`.
+    """
+    key = dg.AssetKey([flow.key, "topic_configs"])
+    interval = flow.sync_topic_configs_interval_seconds
+
+    @dg.asset(
+        key=key,
+        deps=[dg.AssetKey.from_coercible(replicated_topics_key)],
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name=flow.key,
+        kinds={"kafka"},
+        output_required=False,
+        description=(
+            f"Configs and partition counts of the remote topics on '{flow.target.alias}' "
+            f"following '{flow.source.alias}' (flow {flow.name}, KIP-894); one partition per "
+            "source topic."
+        ),
+        metadata={
+            "source": flow.source.alias,
+            "target": flow.target.alias,
+            "sync.topic.configs.enabled": flow.sync_topic_configs_enabled,
+            "sync.topic.configs.interval.seconds": interval,
+            "use.incremental.alter.configs": flow.use_incremental_alter_configs,
+            "use.defaults.from": flow.use_defaults_from,
+        },
+    )
+    def topic_configs(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+        started = time.monotonic()
+        topics = list(context.partition_keys)
+        enabled = flow.sync_topic_configs_enabled
+        if enabled and not is_forced(context.run.tags):
+            # Like MM2's schedule: no sync before the interval is up. Topics never synced
+            # (new ones) always make the run go ahead.
+            synced = last_materialized(context.instance, key, topics)
+            cutoff = time.time() - interval
+            if topics and all(synced.get(t, 0.0) > cutoff for t in topics):
+                context.log.info(
+                    f"{flow.name}: topic configs of {len(topics)} topics synced less than "
+                    f"{interval}s ago (sync.topic.configs.interval.seconds); skipping. "
+                    f"Tag the run {FORCE_TAG}=true to sync now."
+                )
+                return
+        try:
+            result = sync_topic_configs(flow, topics, sync_configs=enabled)
+        except TopicConfigSyncError as exc:
+            changed = {t: d.as_dict() for t, d in exc.result.changed.items()}
+            if changed:
+                context.log.warning(f"{flow.name}: applied before the failure: {changed}")
+            raise
+        for topic, reason in result.skipped.items():
+            context.log.warning(f"{flow.name}: not syncing '{topic}': {reason}")
+        if result.fell_back:
+            context.log.warning(
+                f"{flow.name}: target '{flow.target.alias}' does not support "
+                f"IncrementalAlterConfigs; used legacy AlterConfigs for {result.fell_back} "
+                "(use.incremental.alter.configs=requested)"
+            )
+        for topic, diff in sorted(result.changed.items()):
+            context.log.info(f"{flow.name}: {topic} -> {diff.as_dict()}")
+        yield dg.MaterializeResult(
+            metadata=sync_metadata(
+                flow, result, configs_synced=enabled, seconds=time.monotonic() - started
+            )
+        )
+
+    return topic_configs
