@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
+from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
 
 DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fetch.add_argument("--version", default=runtime.KAFKA_VERSION)
     fetch.set_defaults(func=_kafka_fetch)
+    register_translate_offsets(commands)
     return parser
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from mm2_assets.defs.checkpoints.assets import checkpoint_assets, heartbeats_asset
 from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.resources import SparkResource
@@ -37,6 +38,13 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         source = source_topics_spec(flow, partitions)
         replicated = replicated_topics_asset(flow, partitions, source)
         assets.extend([source, replicated, topic_configs_asset(flow, partitions, replicated.key)])
+        assets.extend(checkpoint_assets(flow, replicated.key))
+    # MM2 emits heartbeats for every pair (emit.heartbeats.enabled), replicating or not: that is
+    # what lets `upstream_clusters` see a one-way source from the other side.
+    enabled = {flow.name for flow in config.flows}
+    assets.extend(
+        heartbeats_asset(flow) for flow in config.heartbeat_flows if flow.name not in enabled
+    )
     return dg.Definitions(
         assets=assets,
         resources={"spark": spark or SparkResource()},

@@ -26,8 +26,8 @@ def read_to_end(
     timeout: float = READ_TIMEOUT_S,
 ) -> Iterator[Message]:
     """Yield every committed record of `topic` (all partitions, or `partitions`) in offset order
-    per partition, up to the end offsets seen when the read starts. A missing topic yields
-    nothing."""
+    per partition, up to the end offsets seen when the read starts. A missing topic or
+    partition yields nothing."""
     config = {
         **consumer_config,
         "group.id": consumer_config.get("group.id", "mm2-assets-reader"),
@@ -42,12 +42,13 @@ def read_to_end(
     }
     consumer = Consumer(config)
     try:
-        if partitions is None:
-            metadata = consumer.list_topics(topic, timeout=timeout)
-            info = metadata.topics.get(topic)
-            if info is None or info.error is not None:
-                return
-            partitions = sorted(info.partitions)
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            return
+        existing = set(info.partitions)
+        # Partitions the topic does not have hold nothing: they are skipped, not an error.
+        partitions = sorted(existing if partitions is None else set(partitions) & existing)
         ends: dict[int, int] = {}
         for p in partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)

@@ -92,11 +92,14 @@ class _PartitionSyncs:
         latest_up = self.recent[-1][0]
         # Keep the newest sync per bucket of distance 2^k behind the latest sync: at most one
         # per bit of the offset, dense near the live end and sparse far back (as MM2 does).
+        oldest = self.sparse[0]
         kept: dict[int, tuple[int, int]] = {}
         for item in self.sparse:
             bucket = (latest_up - item[0]).bit_length()
             kept[bucket] = item  # ascending scan: the newest in a bucket wins
-        self.sparse = sorted(kept.values())
+        # The oldest sync always stays (as in MM2): without it a group far behind gets no
+        # translation at all, although one that never skips records exists.
+        self.sparse = sorted({oldest, *kept.values()})
 
     def all(self) -> list[tuple[int, int]]:
         return [*self.sparse, *self.recent]

@@ -299,3 +299,13 @@ class TestCheckpoints:
     ) -> None:
         checkpoint = Checkpoint("g", "A.t", 0, 12, 111)
         assert checkpoint_is_more_recent(checkpoint, previous) is emitted
+
+
+def test_group_far_behind_many_dense_syncs_still_translates() -> None:
+    # More syncs than the store keeps exactly: the oldest must survive thinning (as in MM2),
+    # or a group far behind would get no checkpoint at all.
+    store = OffsetSyncStore(recent_syncs_per_partition=8)
+    for upstream in range(100):
+        store.add(OffsetSync("t", 0, upstream, upstream + 1))
+    translated = store.translate_downstream("g", TopicPartition("t", 0), 30)
+    assert translated is not None and translated <= 31

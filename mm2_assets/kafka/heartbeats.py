@@ -1,0 +1,204 @@
+"""MM2's MirrorHeartbeatConnector/Task and the heartbeat side of MirrorClient.
+
+Heartbeats (Java: `MirrorHeartbeatTask.poll`): every `emit.heartbeats.interval.seconds`, the
+`source->target` pair writes `Heartbeat(source, target, now)` to partition 0 of the policy's
+heartbeats topic (`heartbeats`) on the *target* cluster, creating it first if missing (one
+partition, compacted, `heartbeats.topic.replication.factor`:
+`MirrorHeartbeatConnector.createInternalTopics`). MM2 runs this for every pair with heartbeats
+enabled, replicating or not, so that each cluster's `heartbeats` topic names the clusters
+that can reach it.
+
+Lineage (Java: `MirrorClient`): a flow replicates heartbeats topics like any other topic
+(`primary`'s `heartbeats` becomes `primary.heartbeats` on `backup`), so a cluster's heartbeats
+topics tell which clusters are upstream of it and how many hops away. The functions below read
+that from any cluster's topic list.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Producer
+
+from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.replication_plan import COMPACTED
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_to_end
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
+from mm2_assets.mm2.selection import all_sources, count_hops, is_remote_topic
+from mm2_assets.mm2.wire import Heartbeat, WireFormatError
+
+HEARTBEATS_PARTITION = 0
+"""MM2 writes every heartbeat to partition 0."""
+
+
+class HeartbeatError(RuntimeError):
+    """A heartbeat could not be written; the message names the topic and cluster."""
+
+
+@dataclass(frozen=True)
+class HeartbeatEmission:
+    """One heartbeat written to the target cluster."""
+
+    heartbeat: Heartbeat
+    topic: str
+    cluster: str
+    offset: int
+    created_topic: bool
+
+
+def heartbeats_topic(flow: FlowConfig) -> str:
+    """The heartbeats topic name from the flow's policy (KIP-690: always `heartbeats` for
+    the built-in policies)."""
+    return flow.replication_policy().heartbeats_topic()
+
+
+def emit_heartbeat(flow: FlowConfig, *, now_ms: int | None = None) -> HeartbeatEmission:
+    """Write one `Heartbeat(source, target, now)` to the heartbeats topic on the target."""
+    topic = heartbeats_topic(flow)
+    timeout = flow.admin_timeout_ms / 1000.0
+    created = ensure_topic(
+        admin_client(flow.client_config("target", "admin")),
+        topic,
+        partitions=1,
+        replication_factor=flow.heartbeats_topic_replication_factor,
+        config=COMPACTED,
+        cluster=flow.target.alias,
+    )
+    timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
+    heartbeat = Heartbeat(flow.source.alias, flow.target.alias, timestamp)
+    producer = Producer(
+        {**flow.client_config("target", "producer"), "enable.idempotence": True, "acks": "all"}
+    )
+    delivered: list[tuple[object, int]] = []
+    producer.produce(
+        topic,
+        key=heartbeat.record_key(),
+        value=heartbeat.record_value(),
+        partition=HEARTBEATS_PARTITION,
+        timestamp=timestamp,
+        on_delivery=lambda err, msg: delivered.append((err, msg.offset() if msg else -1)),
+    )
+    remaining = producer.flush(timeout)
+    if remaining or not delivered or delivered[0][0] is not None:
+        reason = delivered[0][0] if delivered else "no acknowledgement in time"
+        raise HeartbeatError(
+            f"cannot write a heartbeat to '{topic}' on cluster '{flow.target.alias}': {reason}"
+        )
+    return HeartbeatEmission(heartbeat, topic, flow.target.alias, delivered[0][1], created)
+
+
+def read_heartbeats(
+    consumer_config: Mapping[str, str], topic: str, *, timeout: float = READ_TIMEOUT_S
+) -> list[Heartbeat]:
+    """Every heartbeat in `topic` (any partition), oldest first per partition.
+
+    Records that do not decode as heartbeats are skipped.
+    """
+    out: list[Heartbeat] = []
+    for msg in read_to_end(consumer_config, topic, timeout=timeout):
+        if msg.value() is None:
+            continue
+        try:
+            out.append(Heartbeat.from_record(msg.key(), msg.value()))
+        except WireFormatError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# MirrorClient equivalents, on any cluster
+# ---------------------------------------------------------------------------------------------
+
+
+def _topics(cluster_config: Mapping[str, str], cluster: str) -> list[str]:
+    # MirrorClient lists non-internal topics; no `__*` topic is a heartbeats/remote topic
+    # under the built-in policies, so listing them all changes nothing.
+    return sorted(list_topics(admin_client(cluster_config), cluster=cluster))
+
+
+def _policy(policy: ReplicationPolicy | None) -> ReplicationPolicy:
+    return policy if policy is not None else DefaultReplicationPolicy()
+
+
+def heartbeat_topics(
+    cluster_config: Mapping[str, str],
+    *,
+    policy: ReplicationPolicy | None = None,
+    cluster: str = "cluster",
+) -> set[str]:
+    """The cluster's heartbeats topics, local and remote. Java: `MirrorClient.heartbeatTopics`.
+
+    `cluster_config` is a librdkafka config for the cluster; `cluster` names it in errors.
+    """
+    pol = _policy(policy)
+    return {t for t in _topics(cluster_config, cluster) if pol.is_heartbeats_topic(t)}
+
+
+def checkpoint_topics(
+    cluster_config: Mapping[str, str],
+    *,
+    policy: ReplicationPolicy | None = None,
+    cluster: str = "cluster",
+) -> set[str]:
+    """The cluster's checkpoints topics. Java: `MirrorClient.checkpointTopics`."""
+    pol = _policy(policy)
+    return {t for t in _topics(cluster_config, cluster) if pol.is_checkpoints_topic(t)}
+
+
+def remote_topics(
+    cluster_config: Mapping[str, str],
+    source: str | None = None,
+    *,
+    policy: ReplicationPolicy | None = None,
+    cluster: str = "cluster",
+) -> set[str]:
+    """Replicated topics on the cluster, optionally only those from `source`.
+
+    Java: `MirrorClient.remoteTopics()` / `remoteTopics(source)`.
+    """
+    pol = _policy(policy)
+    return {
+        t
+        for t in _topics(cluster_config, cluster)
+        if is_remote_topic(t, policy=pol) and (source is None or pol.topic_source(t) == source)
+    }
+
+
+def upstream_clusters(
+    cluster_config: Mapping[str, str],
+    *,
+    policy: ReplicationPolicy | None = None,
+    cluster: str = "cluster",
+) -> set[str]:
+    """Every cluster alias heartbeats reached this cluster from, at any number of hops.
+
+    Java: `MirrorClient.upstreamClusters` (`allSources` of every heartbeats topic).
+    """
+    pol = _policy(policy)
+    sources: set[str] = set()
+    for topic in heartbeat_topics(cluster_config, policy=pol, cluster=cluster):
+        sources |= all_sources(topic, policy=pol)
+    return sources
+
+
+def replication_hops(
+    cluster_config: Mapping[str, str],
+    upstream_cluster_alias: str,
+    *,
+    policy: ReplicationPolicy | None = None,
+    cluster: str = "cluster",
+) -> int:
+    """Fewest hops from `upstream_cluster_alias` to this cluster, -1 if it is not upstream.
+
+    Java: `MirrorClient.replicationHops` (minimum `countHopsForTopic` over heartbeats topics).
+    """
+    pol = _policy(policy)
+    hops = [
+        count_hops(topic, upstream_cluster_alias, policy=pol)
+        for topic in heartbeat_topics(cluster_config, policy=pol, cluster=cluster)
+    ]
+    found = [h for h in hops if h != -1]
+    return min(found) if found else -1
