@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from mm2_assets.defs.automation import flow_automation
 from mm2_assets.defs.checkpoints.assets import checkpoint_assets, heartbeats_asset
 from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
 from mm2_assets.defs.replication.partitions import topics_partitions
@@ -33,20 +34,38 @@ def default_config_path() -> Path:
 def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:
     """Every enabled flow's assets, sensors and checks, with the shared resources."""
     assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    sensors: list[dg.SensorDefinition] = []
+    checks: list[dg.AssetChecksDefinition] = []
     for flow in config.flows:
         partitions = topics_partitions(flow)
         source = source_topics_spec(flow, partitions)
         replicated = replicated_topics_asset(flow, partitions, source)
-        assets.extend([source, replicated, topic_configs_asset(flow, partitions, replicated.key)])
-        assets.extend(checkpoint_assets(flow, replicated.key))
+        configs = topic_configs_asset(flow, partitions, replicated.key)
+        checkpoints, synced, heartbeats = checkpoint_assets(flow, replicated.key)
+        assets.extend([source, replicated, configs, checkpoints, synced, heartbeats])
+        automation = flow_automation(
+            flow,
+            partitions=partitions,
+            replicated_topics=replicated,
+            topic_configs=configs,
+            checkpoints=checkpoints,
+            synced_group_offsets=synced,
+            heartbeats=heartbeats,
+        )
+        sensors.extend(automation.sensors)
+        checks.extend(automation.checks)
     # MM2 emits heartbeats for every pair (emit.heartbeats.enabled), replicating or not: that is
     # what lets `upstream_clusters` see a one-way source from the other side.
     enabled = {flow.name for flow in config.flows}
-    assets.extend(
-        heartbeats_asset(flow) for flow in config.heartbeat_flows if flow.name not in enabled
-    )
+    for flow in config.heartbeat_flows:
+        if flow.name not in enabled:
+            heartbeats = heartbeats_asset(flow)
+            assets.append(heartbeats)
+            sensors.extend(flow_automation(flow, partitions=None, heartbeats=heartbeats).sensors)
     return dg.Definitions(
         assets=assets,
+        asset_checks=checks,
+        sensors=sensors,
         resources={"spark": spark or SparkResource()},
     )
 

@@ -23,6 +23,13 @@ JAVA_CLASS_ALIASES: dict[str, str] = {
         ("filters", "DefaultConfigPropertyFilter"),
     )
 }
+# KIP-918's no-op listeners under their Java names.
+JAVA_CLASS_ALIASES.update(
+    {
+        _JAVA_PACKAGE + "DefaultTopicListener": "mm2_assets.mm2.listeners.NoOpTopicListener",
+        _JAVA_PACKAGE + "DefaultGroupListener": "mm2_assets.mm2.listeners.NoOpGroupListener",
+    }
+)
 
 
 class PluginLoadError(ValueError):

@@ -1,0 +1,1 @@
+"""Alerting: pluggable sinks and the sensors that feed them (failed runs, failed checks)."""

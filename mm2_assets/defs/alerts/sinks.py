@@ -1,0 +1,221 @@
+"""Alert sinks: where failed runs, failed checks and replicated-set changes are reported.
+
+A flow picks its sink with properties (flow-level `<src>-><tgt>.` overrides work too):
+
+- `mm2assets.alert.sink.class`: a dotted path to an `AlertSink` subclass (no-argument
+  constructor, then `configure(flow properties)`);
+- else, when `mm2assets.alert.webhook.url` is set: `WebhookAlertSink` POSTing JSON there
+  (`mm2assets.alert.webhook.timeout.seconds`, default 10);
+- else `LogAlertSink`: one structured JSON log line per alert.
+
+Payloads carry names and what happened, never configuration values, so no credential can
+leak through an alert. Delivery failures are logged and never propagate into the sensor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.config import FlowConfig
+
+log = logging.getLogger("mm2_assets.alerts")
+
+SINK_CLASS_CONFIG = "mm2assets.alert.sink.class"
+WEBHOOK_URL_CONFIG = "mm2assets.alert.webhook.url"
+WEBHOOK_TIMEOUT_CONFIG = "mm2assets.alert.webhook.timeout.seconds"
+WEBHOOK_TIMEOUT_DEFAULT = 10.0
+
+Severity = Literal["info", "warning", "error"]
+AlertKind = Literal[
+    "run_failed",
+    "check_failed",
+    "check_recovered",
+    "topics_changed",
+    "groups_changed",
+    "listener_failed",
+]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One thing an operator should know about a flow.
+
+    `message` is a sentence naming the flow and the topic or group; `topics`/`groups` list
+    them for machines; `details` holds JSON-ready extra facts (counts, ids, diffs).
+    """
+
+    flow: str
+    kind: AlertKind
+    message: str
+    severity: Severity = "error"
+    topics: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    timestamp: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON payload every sink sends."""
+        return {
+            "source": "mm2-assets",
+            "flow": self.flow,
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+            "topics": list(self.topics),
+            "groups": list(self.groups),
+            "details": dict(self.details),
+            "timestamp": self.timestamp,
+        }
+
+    def to_json(self) -> str:
+        """`as_dict()` as compact JSON (non-JSON values rendered with `str`)."""
+        return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True, default=str)
+
+
+class AlertDeliveryError(RuntimeError):
+    """A sink could not deliver an alert."""
+
+
+class AlertSink(ABC):
+    """Receives alerts. Implementations need a no-argument constructor."""
+
+    def configure(self, config: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
+        """Receive the flow's properties. Default: ignore them."""
+
+    @abstractmethod
+    def send(self, alert: Alert) -> None:
+        """Deliver `alert`; raise on failure (callers log it and carry on)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources. Default: nothing."""
+
+
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+class LogAlertSink(AlertSink):
+    """The default: one JSON line per alert on logger `mm2_assets.alerts`."""
+
+    def send(self, alert: Alert) -> None:
+        """Log `{"mm2_alert": {...}}` at the alert's severity."""
+        log.log(_LEVELS[alert.severity], '{"mm2_alert":%s}', alert.to_json())
+
+
+def redact_url(url: str) -> str:
+    """`scheme://host[:port]/path` of `url`: credentials, query and fragment removed."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+class WebhookAlertSink(AlertSink):
+    """POSTs each alert's JSON to a URL (Slack-style incoming webhooks, alert managers...).
+
+    The URL often embeds a token: it is never logged whole nor put into a payload.
+    """
+
+    def __init__(self, url: str | None = None, timeout: float = WEBHOOK_TIMEOUT_DEFAULT) -> None:
+        """`url` may be given here or later through `configure`."""
+        self.url = url
+        self.timeout = timeout
+
+    def configure(self, config: Mapping[str, str]) -> None:
+        """Take `mm2assets.alert.webhook.url` (unless given) and the timeout."""
+        if not self.url:
+            self.url = config.get(WEBHOOK_URL_CONFIG, "").strip() or None
+        raw = config.get(WEBHOOK_TIMEOUT_CONFIG)
+        if raw is not None:
+            try:
+                self.timeout = float(raw)
+            except ValueError:
+                raise ValueError(f"{WEBHOOK_TIMEOUT_CONFIG}={raw!r}: expected seconds") from None
+            if self.timeout <= 0:
+                raise ValueError(f"{WEBHOOK_TIMEOUT_CONFIG}={raw!r}: must be > 0")
+
+    def send(self, alert: Alert) -> None:
+        """POST the alert as `application/json`; AlertDeliveryError on any failure."""
+        if not self.url:
+            raise AlertDeliveryError(f"no webhook URL: set {WEBHOOK_URL_CONFIG}")
+        if urlsplit(self.url).scheme not in ("http", "https"):
+            raise AlertDeliveryError(f"webhook URL must be http(s): {redact_url(self.url)}")
+        request = urllib.request.Request(
+            self.url,
+            data=alert.to_json().encode(),
+            headers={"Content-Type": "application/json", "User-Agent": "mm2-assets"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                response.read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise AlertDeliveryError(
+                f"POST to {redact_url(self.url)} failed: {reason}"
+            ) from None  # the chained exception could carry the full URL
+
+
+def load_alert_sink(flow: FlowConfig) -> AlertSink:
+    """A new, configured sink for `flow` (see the module docstring for the choice)."""
+    class_path = flow.properties.get(SINK_CLASS_CONFIG, "").strip()
+    if class_path:
+        cls = plugins.load_class(SINK_CLASS_CONFIG, class_path, AlertSink)
+        sink: AlertSink = cls()
+    elif flow.properties.get(WEBHOOK_URL_CONFIG, "").strip():
+        sink = WebhookAlertSink()
+    else:
+        sink = LogAlertSink()
+    sink.configure(dict(flow.properties))
+    return sink
+
+
+def validate_alert_config(flow: FlowConfig) -> None:
+    """Fail at definition time on a sink class that does not load or rejects its settings."""
+    sink = load_alert_sink(flow)
+    sink.close()
+
+
+def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = None) -> list[str]:
+    """Deliver `alerts` through the flow's sink; return the delivery errors (also logged).
+
+    Every alert is also written to `logger` (e.g. a sensor's `context.log`) so it shows in the
+    tick log. An alert the sink fails to deliver is logged as JSON instead of being lost.
+    """
+    pending = list(alerts)
+    if not pending:
+        return []
+    errors: list[str] = []
+    try:
+        sink = load_alert_sink(flow)
+    except Exception as exc:  # a broken sink must not break the sensor
+        errors.append(f"{flow.name}: cannot load the alert sink: {exc}")
+        sink = LogAlertSink()
+    try:
+        for alert in pending:
+            if logger is not None:
+                logger.log(_LEVELS[alert.severity], f"alert: {alert.message}")
+            try:
+                sink.send(alert)
+            except Exception as exc:
+                errors.append(f"{flow.name}: alert '{alert.kind}' not delivered: {exc}")
+                LogAlertSink().send(alert)
+    finally:
+        try:
+            sink.close()
+        except Exception as exc:
+            errors.append(f"{flow.name}: closing the alert sink failed: {exc}")
+    for error in errors:
+        log.error(error)
+        if logger is not None:
+            logger.error(error)
+    return errors

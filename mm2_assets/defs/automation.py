@@ -1,0 +1,122 @@
+"""Everything that runs a flow without manual action: sensors, asset checks, alerting.
+
+`flow_automation` builds, for one flow, the KIP-918 topic and group listener sensors, the
+replication driver, the health checks and the alerting sensors. Every asset argument may be
+None (its concern is then left out), so a flow that only emits heartbeats, or a project where
+some asset modules are missing, still gets what applies.
+"""
+
+# No `from __future__ import annotations`: this module builds Dagster definitions.
+
+from typing import NamedTuple
+
+import dagster as dg
+
+from mm2_assets.defs.alerts.sensors import check_failure_alert_sensor, run_failure_alert_sensor
+from mm2_assets.defs.alerts.sinks import validate_alert_config
+from mm2_assets.defs.checks.checks import flow_health_checks, health_check_keys
+from mm2_assets.defs.sensors import driver_interval_seconds
+from mm2_assets.defs.sensors.group_listener import group_listener_sensor
+from mm2_assets.defs.sensors.replication_driver import (
+    checks_interval_seconds,
+    replication_driver_sensor,
+)
+from mm2_assets.defs.sensors.topic_listener import topic_listener_sensor
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.listeners import load_group_listener, load_topic_listener
+
+AssetRef = dg.AssetsDefinition | dg.AssetSpec | dg.AssetKey | None
+
+
+class FlowAutomation(NamedTuple):
+    """A flow's sensors and asset checks, ready for `Definitions(sensors=, asset_checks=)`."""
+
+    sensors: list[dg.SensorDefinition]
+    checks: list[dg.AssetChecksDefinition]
+
+
+def _key(ref: AssetRef) -> dg.AssetKey | None:
+    if ref is None or isinstance(ref, dg.AssetKey):
+        return ref
+    return ref.key
+
+
+def flow_automation(
+    flow: FlowConfig,
+    *,
+    partitions: dg.DynamicPartitionsDefinition | None,
+    replicated_topics: AssetRef = None,
+    topic_configs: AssetRef = None,
+    checkpoints: AssetRef = None,
+    synced_group_offsets: AssetRef = None,
+    heartbeats: AssetRef = None,
+) -> FlowAutomation:
+    """The flow's sensors and checks. Assets may be given as definitions, specs or keys.
+
+    Fails (ValueError / PluginLoadError naming the key) at definition time when an
+    `mm2assets.*` setting, a listener class or the alert sink does not work, rather than in
+    the first tick.
+    """
+    replicated_key = _key(replicated_topics)
+    configs_key = _key(topic_configs)
+    checkpoints_key = _key(checkpoints)
+    synced_key = _key(synced_group_offsets)
+    heartbeats_key = _key(heartbeats)
+
+    # Validate settings and plugins now (their constructors and configure must work).
+    driver_interval_seconds(flow)
+    checks_interval_seconds(flow)
+    validate_alert_config(flow)
+    for make in (load_topic_listener, load_group_listener):
+        make(flow).close()
+
+    sensors: list[dg.SensorDefinition] = []
+    checks: list[dg.AssetChecksDefinition] = []
+    if replicated_key is not None and partitions is not None:
+        sensors.append(
+            topic_listener_sensor(
+                flow,
+                partitions=partitions,
+                replicated_topics=replicated_key,
+                topic_configs=configs_key,
+            )
+        )
+    if replicated_key is not None or checkpoints_key is not None:
+        sensors.append(
+            group_listener_sensor(
+                flow, checkpoints=checkpoints_key, synced_group_offsets=synced_key
+            )
+        )
+    health = flow_health_checks(
+        flow,
+        replicated_topics=replicated_key if partitions is not None else None,
+        checkpoints=checkpoints_key,
+    )
+    if health is not None:
+        checks.append(health)
+    driver = replication_driver_sensor(
+        flow,
+        partitions=partitions,
+        replicated_topics=replicated_key,
+        topic_configs=configs_key,
+        checkpoints=checkpoints_key,
+        synced_group_offsets=synced_key,
+        heartbeats=heartbeats_key,
+        checks=health is not None,
+    )
+    if driver is not None:
+        sensors.append(driver)
+    watched = [
+        k
+        for k in (replicated_key, configs_key, checkpoints_key, synced_key, heartbeats_key)
+        if k is not None
+    ]
+    if watched:
+        sensors.append(run_failure_alert_sensor(flow, watched, partitions))
+    check_keys = health_check_keys(
+        replicated_topics=replicated_key if partitions is not None else None,
+        checkpoints=checkpoints_key,
+    )
+    if check_keys:
+        sensors.append(check_failure_alert_sensor(flow, check_keys))
+    return FlowAutomation(sensors=sensors, checks=checks)

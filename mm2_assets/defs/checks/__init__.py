@@ -1,0 +1,1 @@
+"""Asset checks of each flow: replication lag, target topics present, checkpoint freshness."""

@@ -1,0 +1,130 @@
+"""The per-flow sensors: KIP-918 topic and group listeners and the replication driver.
+
+Shared plumbing lives here: run tags, cursors, the "is this work already running" check,
+partition-range run requests and the `mm2assets.*` integer settings.
+"""
+
+# No `from __future__ import annotations`: modules here define Dagster sensors.
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import dagster as dg
+
+from mm2_assets.mm2.config import FlowConfig
+
+FLOW_TAG = "mm2-assets/flow"
+"""Run tag naming the flow (`flow.key`) a sensor-requested run works for."""
+WORK_TAG = "mm2-assets/work"
+"""Run tag naming the kind of work: `replicate`, `control` or `topic-configs`."""
+WORK_REPLICATE = "replicate"
+WORK_CONTROL = "control"
+WORK_TOPIC_CONFIGS = "topic-configs"
+CHANGE_TAG = "mm2-assets/trigger"
+"""Run tag saying why the run was requested (`new-topics`, `new-data`, `interval`...)."""
+
+# Both interval gates (checkpoints/heartbeats and topic_configs) are bypassed: the sensor has
+# already decided the work is due.
+FORCE_TAGS: Mapping[str, str] = {"mm2-assets/force": "true", "force": "true"}
+
+DRIVER_INTERVAL_CONFIG = "mm2assets.driver.interval.seconds"
+DRIVER_INTERVAL_DEFAULT = 30
+CHECKS_INTERVAL_CONFIG = "mm2assets.checks.interval.seconds"
+CHECKS_INTERVAL_DEFAULT = 60
+
+PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+_IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def flow_int_property(flow: FlowConfig, key: str, default: int, minimum: int = 1) -> int:
+    """An integer `mm2assets.*` setting of `flow`; ValueError naming the key when invalid."""
+    raw = flow.properties.get(key)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"flow {flow.name}: {key}={raw!r}: expected an integer") from None
+    if value < minimum:
+        raise ValueError(f"flow {flow.name}: {key}={raw!r}: must be >= {minimum}")
+    return value
+
+
+def driver_interval_seconds(flow: FlowConfig) -> int:
+    """How often the replication driver ticks (`mm2assets.driver.interval.seconds`)."""
+    return flow_int_property(flow, DRIVER_INTERVAL_CONFIG, DRIVER_INTERVAL_DEFAULT)
+
+
+def read_cursor(cursor: str | None) -> dict[str, Any] | None:
+    """The JSON object in a sensor cursor, or None (no cursor, or an unreadable one)."""
+    if not cursor:
+        return None
+    try:
+        value = json.loads(cursor)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def write_cursor(value: Mapping[str, Any]) -> str:
+    """A compact, deterministic JSON cursor."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def work_in_flight(instance: dg.DagsterInstance, flow: FlowConfig, work: str) -> bool:
+    """Whether a run of `work` for `flow` requested by our sensors is queued or running.
+
+    Requesting the same work again would only race it (copies are fenced, so it is safe, but
+    it would start a second Spark job for nothing).
+    """
+    runs = instance.get_run_records(
+        dg.RunsFilter(statuses=_IN_PROGRESS, tags={FLOW_TAG: flow.key, WORK_TAG: work}),
+        limit=1,
+    )
+    return bool(runs)
+
+
+def run_tags(flow: FlowConfig, work: str, trigger: str, **extra: str) -> dict[str, str]:
+    """Tags of a sensor-requested run."""
+    return {FLOW_TAG: flow.key, WORK_TAG: work, CHANGE_TAG: trigger, **extra}
+
+
+def partition_range_request(
+    all_keys: Sequence[str],
+    wanted: Sequence[str],
+    *,
+    asset_selection: Sequence[dg.AssetKey],
+    tags: Mapping[str, str],
+) -> dg.RunRequest | None:
+    """One run materializing `wanted` partitions (a subset of `all_keys`, in their order).
+
+    Dynamic partitions are ordered by when they were added; a run covers a contiguous range,
+    so this spans the first to the last wanted key. Keys in between that were not wanted are
+    cheap: `replicated_topics` plans no copy for a partition with no lag.
+    """
+    positions = {key: index for index, key in enumerate(all_keys)}
+    present = sorted(positions[k] for k in set(wanted) if k in positions)
+    if not present:
+        return None
+    first, last = all_keys[present[0]], all_keys[present[-1]]
+    if first == last:
+        return dg.RunRequest(
+            asset_selection=list(asset_selection),
+            asset_check_keys=[],
+            partition_key=first,
+            tags=dict(tags),
+        )
+    return dg.RunRequest(
+        asset_selection=list(asset_selection),
+        asset_check_keys=[],
+        tags={**tags, PARTITION_RANGE_START_TAG: first, PARTITION_RANGE_END_TAG: last},
+    )

@@ -1,0 +1,216 @@
+"""The replication driver: keeps a flow's replicas, checkpoints and heartbeats fresh.
+
+Every `mm2assets.driver.interval.seconds` (default 30) it:
+
+1. measures the lag of the flow's topics (one topic listing, one batched ListOffsets, one read
+   of the progress topic) and, when topics that are partitions of `replicated_topics` have
+   source end offsets past their committed progress, requests ONE run over them (a partition
+   range, so one Spark job serves every lagging topic) — unless a replication run of this flow
+   is still queued or running;
+2. requests the interval-driven work that is due, MM2's schedules rounded up to the driver
+   tick: `heartbeats` (`emit.heartbeats.interval.seconds`), `checkpoints`
+   (`emit.checkpoints.interval.seconds`) and `synced_group_offsets`
+   (`sync.group.offsets.interval.seconds`) together in one small run, and `topic_configs`
+   over every topic partition (`sync.topic.configs.interval.seconds`);
+3. every `mm2assets.checks.interval.seconds` (default 60) evaluates the flow's health checks
+   itself and reports them as asset check evaluations of the tick (no run).
+
+A tick with nothing to do requests nothing, so no run and no Spark session starts.
+
+Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}}` — when each interval-driven
+piece of work was last requested (or evaluated, for the checks).
+"""
+
+# No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
+
+import time
+
+import dagster as dg
+
+from mm2_assets.defs.checks.checks import LagSnapshot, evaluate_flow_health, measure_lag
+from mm2_assets.defs.sensors import (
+    CHECKS_INTERVAL_CONFIG,
+    CHECKS_INTERVAL_DEFAULT,
+    FORCE_TAGS,
+    WORK_CONTROL,
+    WORK_REPLICATE,
+    WORK_TOPIC_CONFIGS,
+    driver_interval_seconds,
+    flow_int_property,
+    partition_range_request,
+    read_cursor,
+    run_tags,
+    work_in_flight,
+    write_cursor,
+)
+from mm2_assets.mm2.config import FlowConfig
+
+
+def checks_interval_seconds(flow: FlowConfig) -> int:
+    """How often the driver evaluates the health checks (`mm2assets.checks.interval.seconds`)."""
+    return flow_int_property(flow, CHECKS_INTERVAL_CONFIG, CHECKS_INTERVAL_DEFAULT)
+
+
+def replication_driver_sensor(
+    flow: FlowConfig,
+    *,
+    partitions: dg.DynamicPartitionsDefinition | None = None,
+    replicated_topics: dg.AssetKey | None = None,
+    topic_configs: dg.AssetKey | None = None,
+    checkpoints: dg.AssetKey | None = None,
+    synced_group_offsets: dg.AssetKey | None = None,
+    heartbeats: dg.AssetKey | None = None,
+    checks: bool = True,
+) -> dg.SensorDefinition | None:
+    """The flow's driver sensor (see the module docstring); None when there is nothing to drive.
+
+    `checks` turns the in-tick health check evaluation on (the checks must be defined, see
+    `mm2_assets.defs.checks.checks.flow_health_checks`).
+    """
+    tick = driver_interval_seconds(flow)
+    checks_every = max(checks_interval_seconds(flow), tick)
+    targets = [
+        k
+        for k in (replicated_topics, topic_configs, checkpoints, synced_group_offsets, heartbeats)
+        if k is not None
+    ]
+    if not targets:
+        return None
+    if partitions is None:
+        replicated_topics = topic_configs = None  # partitioned assets need the partitions
+
+    # (cursor name, asset key, enabled, period) of the small interval-driven assets.
+    control = [
+        (
+            "heartbeats",
+            heartbeats,
+            flow.emit_heartbeats_enabled,
+            max(flow.emit_heartbeats_interval_seconds, tick),
+        ),
+        (
+            "checkpoints",
+            checkpoints,
+            flow.emit_checkpoints_enabled,
+            max(flow.emit_checkpoints_interval_seconds, tick),
+        ),
+        (
+            "synced_group_offsets",
+            synced_group_offsets,
+            flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
+            max(flow.sync_group_offsets_interval_seconds, tick),
+        ),
+    ]
+    configs_every = max(flow.sync_topic_configs_interval_seconds, tick)
+
+    @dg.sensor(
+        name=f"{flow.key}__replication_driver",
+        description=(
+            f"Drives flow {flow.name}: replicates topics with new data, emits heartbeats, "
+            "checkpoints, group offset syncs and topic config syncs on their intervals, and "
+            "evaluates the health checks."
+        ),
+        minimum_interval_seconds=tick,
+        target=targets,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )
+    def replication_driver(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        now = time.time()
+        last: dict[str, float] = dict((read_cursor(context.cursor) or {}).get("last") or {})
+        instance = context.instance
+        run_requests: list[dg.RunRequest] = []
+        notes: list[str] = []
+
+        def due(name: str, period: int) -> bool:
+            return now - float(last.get(name, 0.0)) >= period
+
+        # 1. New data.
+        snapshot: LagSnapshot | None = None
+        keys: list[str] = []
+        if replicated_topics is not None and partitions is not None:
+            keys = list(instance.get_dynamic_partitions(partitions.name))
+            try:
+                snapshot = measure_lag(flow)
+            except Exception as exc:  # e.g. the source is down: heartbeats etc. still go
+                context.log.error(f"{flow.name}: cannot measure replication lag: {exc}")
+                notes.append("replication lag unknown (see the tick log)")
+            present = set(keys)
+            lagging = [t for t in snapshot.lagging_topics if t in present] if snapshot else []
+            if lagging and work_in_flight(instance, flow, WORK_REPLICATE):
+                notes.append(f"{len(lagging)} topics lag; a replication run is in flight")
+            elif lagging:
+                request = partition_range_request(
+                    keys,
+                    lagging,
+                    asset_selection=[replicated_topics],
+                    tags=run_tags(flow, WORK_REPLICATE, "new-data"),
+                )
+                if request is not None:
+                    lag = snapshot.lag_by_topic()
+                    context.log.info(
+                        f"{flow.name}: replicating {len(lagging)} topics with new data: "
+                        + ", ".join(f"{t} (+{lag[t]})" for t in lagging[:20])
+                    )
+                    run_requests.append(request)
+
+        # 2. Interval-driven work.
+        due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
+        if due_control and work_in_flight(instance, flow, WORK_CONTROL):
+            notes.append("interval work due; the previous control run is in flight")
+        elif due_control:
+            run_requests.append(
+                dg.RunRequest(
+                    asset_selection=[k for _, k in due_control],
+                    asset_check_keys=[],
+                    tags=run_tags(flow, WORK_CONTROL, "interval", **FORCE_TAGS),
+                )
+            )
+            for name, _ in due_control:
+                last[name] = now
+        if (
+            topic_configs is not None
+            and partitions is not None
+            and due("topic_configs", configs_every)
+        ):
+            if work_in_flight(instance, flow, WORK_TOPIC_CONFIGS):
+                notes.append("topic config sync due; the previous one is in flight")
+            else:
+                present = keys or list(instance.get_dynamic_partitions(partitions.name))
+                request = partition_range_request(
+                    present,
+                    present,
+                    asset_selection=[topic_configs],
+                    tags=run_tags(flow, WORK_TOPIC_CONFIGS, "interval", **FORCE_TAGS),
+                )
+                if request is not None:
+                    run_requests.append(request)
+                last["topic_configs"] = now
+
+        # 3. Health, reported by the tick itself.
+        asset_events: list = []
+        if checks and due("checks", checks_every):
+            try:
+                outcomes = evaluate_flow_health(
+                    flow,
+                    instance,
+                    replicated_topics=replicated_topics,
+                    checkpoints=checkpoints,
+                    snapshot=snapshot,
+                )
+            except Exception as exc:  # health must never stop replication
+                context.log.error(f"{flow.name}: evaluating the health checks failed: {exc!r}")
+            else:
+                asset_events.extend(o.to_evaluation() for o in outcomes)
+                for outcome in outcomes:
+                    if not outcome.passed:
+                        context.log.warning(f"{outcome.check_name}: {outcome.description}")
+                last["checks"] = now
+
+        cursor = write_cursor({"last": last})
+        if not run_requests:
+            reason = "; ".join(notes) or f"{flow.name}: nothing to replicate or due"
+            return dg.SensorResult(skip_reason=reason, asset_events=asset_events, cursor=cursor)
+        for note in notes:
+            context.log.info(f"{flow.name}: {note}")
+        return dg.SensorResult(run_requests=run_requests, asset_events=asset_events, cursor=cursor)
+
+    return replication_driver

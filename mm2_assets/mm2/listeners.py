@@ -1,0 +1,210 @@
+"""KIP-918 topic and group listeners, and the set diffs the listener sensors record.
+
+MM2 (KIP-918) notifies a `TopicListener` with the whole upstream→downstream map of replicated
+topics and a `GroupListener` with the whole list of checkpointed groups whenever they change.
+The plugins are configured with the flow's properties and closed when the connector stops.
+Here the listener sensors own that lifecycle (see `mm2_assets.defs.sensors`): a listener is
+loaded, configured, notified and closed within one sensor tick.
+
+`TopicSetChange`/`GroupSetChange` are the pure diffs the sensors record and alert on.
+
+Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mm2_assets.mm2 import plugins
+
+if TYPE_CHECKING:  # config imports this module lazily; avoid a cycle at import time
+    from mm2_assets.mm2.config import FlowConfig
+
+__all__ = [
+    "GROUP_LISTENER_CLASS_CONFIG",
+    "TOPIC_LISTENER_CLASS_CONFIG",
+    "GroupListener",
+    "GroupSetChange",
+    "NoOpGroupListener",
+    "NoOpTopicListener",
+    "TopicListener",
+    "TopicSetChange",
+    "load_group_listener",
+    "load_topic_listener",
+]
+
+TOPIC_LISTENER_CLASS_CONFIG = "topic.listener.class"
+GROUP_LISTENER_CLASS_CONFIG = "group.listener.class"
+
+
+class TopicListener(ABC):
+    """KIP-918 `TopicListener`: told the replicated topics whenever they change.
+
+    Implementations need a no-argument constructor; `configure` receives the flow's effective
+    properties before the first call.
+    """
+
+    def configure(self, config: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
+        """Receive the flow's properties (Java: `Configurable.configure`). Default: ignore."""
+
+    @abstractmethod
+    def topics_changed(self, topics: Mapping[str, str]) -> None:
+        """The whole current map of replicated topics, upstream name → downstream name."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (Java: `AutoCloseable.close`). Default: nothing."""
+
+
+class GroupListener(ABC):
+    """KIP-918 `GroupListener`: told the checkpointed consumer groups whenever they change."""
+
+    def configure(self, config: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
+        """Receive the flow's properties (Java: `Configurable.configure`). Default: ignore."""
+
+    @abstractmethod
+    def groups_changed(self, groups: Sequence[str]) -> None:
+        """The whole current list of checkpointed consumer groups, sorted."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (Java: `AutoCloseable.close`). Default: nothing."""
+
+
+class NoOpTopicListener(TopicListener):
+    """The default (KIP-918 `DefaultTopicListener`): does nothing."""
+
+    def topics_changed(self, topics: Mapping[str, str]) -> None:
+        """Ignore the change."""
+
+
+class NoOpGroupListener(GroupListener):
+    """The default (KIP-918 `DefaultGroupListener`): does nothing."""
+
+    def groups_changed(self, groups: Sequence[str]) -> None:
+        """Ignore the change."""
+
+
+_L = TypeVar("_L", TopicListener, GroupListener)
+
+
+def _load(flow: FlowConfig, key: str, class_path: str, base: type[_L]) -> _L:
+    cls = plugins.load_class(key, class_path, base)
+    try:
+        listener = cls()
+    except TypeError as exc:
+        raise plugins.PluginLoadError(
+            f"{key}={class_path!r}: the class must have a no-argument constructor ({exc})"
+        ) from exc
+    listener.configure(dict(flow.properties))
+    return listener
+
+
+def load_topic_listener(flow: FlowConfig) -> TopicListener:
+    """A new, configured instance of the flow's `topic.listener.class`.
+
+    Raises `PluginLoadError` when the class does not load; whatever `configure` raises
+    propagates (the caller reports it).
+    """
+    return _load(flow, TOPIC_LISTENER_CLASS_CONFIG, flow.topic_listener_class, TopicListener)
+
+
+def load_group_listener(flow: FlowConfig) -> GroupListener:
+    """A new, configured instance of the flow's `group.listener.class`."""
+    return _load(flow, GROUP_LISTENER_CLASS_CONFIG, flow.group_listener_class, GroupListener)
+
+
+# ---------------------------------------------------------------------------------------------
+# Set changes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicSetChange:
+    """How the replicated topic map changed between two refreshes.
+
+    `added`/`removed` map upstream → downstream names; `renamed` maps an upstream topic still
+    replicated to `(old downstream, new downstream)` (e.g. after a replication policy change).
+    """
+
+    added: Mapping[str, str] = field(default_factory=dict)
+    removed: Mapping[str, str] = field(default_factory=dict)
+    renamed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def between(cls, before: Mapping[str, str], after: Mapping[str, str]) -> TopicSetChange:
+        """The change from map `before` to map `after` (each upstream → downstream)."""
+        return cls(
+            added={t: after[t] for t in sorted(after.keys() - before.keys())},
+            removed={t: before[t] for t in sorted(before.keys() - after.keys())},
+            renamed={
+                t: (before[t], after[t])
+                for t in sorted(before.keys() & after.keys())
+                if before[t] != after[t]
+            },
+        )
+
+    def __bool__(self) -> bool:
+        """True when anything changed."""
+        return bool(self.added or self.removed or self.renamed)
+
+    def summary(self) -> str:
+        """One line for logs: `+2 -1 ~0 (added a, b; removed c)`."""
+        parts = []
+        if self.added:
+            parts.append("added " + ", ".join(self.added))
+        if self.removed:
+            parts.append("removed " + ", ".join(self.removed))
+        if self.renamed:
+            parts.append(
+                "renamed " + ", ".join(f"{t} ({a} -> {b})" for t, (a, b) in self.renamed.items())
+            )
+        counts = f"+{len(self.added)} -{len(self.removed)} ~{len(self.renamed)}"
+        return f"{counts} ({'; '.join(parts)})" if parts else f"{counts} (no change)"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "added": dict(self.added),
+            "removed": dict(self.removed),
+            "renamed": {t: list(pair) for t, pair in self.renamed.items()},
+        }
+
+
+@dataclass(frozen=True)
+class GroupSetChange:
+    """How the checkpointed group list changed between two refreshes (sorted names).
+
+    Groups are identified by name only, so there is no rename: a group that changes name is
+    one removed and one added.
+    """
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @classmethod
+    def between(cls, before: Sequence[str], after: Sequence[str]) -> GroupSetChange:
+        """The change from list `before` to list `after`."""
+        return cls(
+            added=tuple(sorted(set(after) - set(before))),
+            removed=tuple(sorted(set(before) - set(after))),
+        )
+
+    def __bool__(self) -> bool:
+        """True when anything changed."""
+        return bool(self.added or self.removed)
+
+    def summary(self) -> str:
+        """One line for logs: `+1 -0 (added g1)`."""
+        parts = []
+        if self.added:
+            parts.append("added " + ", ".join(self.added))
+        if self.removed:
+            parts.append("removed " + ", ".join(self.removed))
+        counts = f"+{len(self.added)} -{len(self.removed)}"
+        return f"{counts} ({'; '.join(parts)})" if parts else f"{counts} (no change)"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"added": list(self.added), "removed": list(self.removed)}

@@ -1,0 +1,177 @@
+"""Unit tests for KIP-918 listeners and set diffs (mm2_assets.mm2.listeners)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from mm2_assets.mm2.config import FLOW_DEFAULTS, FlowConfig, MM2ConfigError, parse_mm2_properties
+from mm2_assets.mm2.listeners import (
+    GroupListener,
+    GroupSetChange,
+    NoOpGroupListener,
+    NoOpTopicListener,
+    TopicListener,
+    TopicSetChange,
+    load_group_listener,
+    load_topic_listener,
+)
+
+BASE = """\
+clusters = primary, backup
+primary.bootstrap.servers = p1:9092
+backup.bootstrap.servers = b1:9092
+primary->backup.enabled = true
+"""
+HERE = __name__
+
+
+def flow(extra: str = "") -> FlowConfig:
+    return parse_mm2_properties(BASE + extra, "test.properties", environ={}).flow("primary->backup")
+
+
+class ConfiguredTopicListener(TopicListener):
+    """Keeps what it was configured with and told."""
+
+    def __init__(self) -> None:
+        self.config: Mapping[str, str] = {}
+        self.calls: list[dict[str, str]] = []
+
+    def configure(self, config: Mapping[str, str]) -> None:
+        self.config = dict(config)
+
+    def topics_changed(self, topics: Mapping[str, str]) -> None:
+        self.calls.append(dict(topics))
+
+
+class ConfiguredGroupListener(GroupListener):
+    def __init__(self) -> None:
+        self.config: Mapping[str, str] = {}
+
+    def configure(self, config: Mapping[str, str]) -> None:
+        self.config = dict(config)
+
+    def groups_changed(self, groups: Sequence[str]) -> None:
+        pass
+
+
+class RejectingTopicListener(TopicListener):
+    def configure(self, config: Mapping[str, str]) -> None:
+        raise ValueError("listener.endpoint is required")
+
+    def topics_changed(self, topics: Mapping[str, str]) -> None:
+        pass
+
+
+class NotAListener:
+    pass
+
+
+# -- defaults and loading -------------------------------------------------------------------
+
+
+def test_defaults_are_the_no_op_classes() -> None:
+    assert (
+        FLOW_DEFAULTS["topic.listener.class"] == f"{NoOpTopicListener.__module__}.NoOpTopicListener"
+    )
+    assert (
+        FLOW_DEFAULTS["group.listener.class"] == f"{NoOpGroupListener.__module__}.NoOpGroupListener"
+    )
+    f = flow()
+    topic_listener = load_topic_listener(f)
+    group_listener = load_group_listener(f)
+    assert type(topic_listener) is NoOpTopicListener
+    assert type(group_listener) is NoOpGroupListener
+    # The no-ops accept anything and close cleanly.
+    topic_listener.topics_changed({"a": "primary.a"})
+    group_listener.groups_changed(["g"])
+    topic_listener.close()
+    group_listener.close()
+
+
+def test_custom_listeners_are_configured_with_the_flow_properties() -> None:
+    f = flow(
+        f"topic.listener.class = {HERE}.ConfiguredTopicListener\n"
+        f"primary->backup.group.listener.class = {HERE}.ConfiguredGroupListener\n"
+        "listener.endpoint = http://example\n"
+    )
+    topic_listener = load_topic_listener(f)
+    group_listener = load_group_listener(f)
+    assert isinstance(topic_listener, ConfiguredTopicListener)
+    assert isinstance(group_listener, ConfiguredGroupListener)
+    assert topic_listener.config["listener.endpoint"] == "http://example"
+    assert topic_listener.config["source.cluster.alias"] == "primary"
+    assert group_listener.config["target.cluster.alias"] == "backup"
+
+
+def test_each_load_is_a_new_instance() -> None:
+    f = flow(f"topic.listener.class = {HERE}.ConfiguredTopicListener\n")
+    assert load_topic_listener(f) is not load_topic_listener(f)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (f"topic.listener.class = {HERE}.NotAListener", "is not a TopicListener"),
+        (f"group.listener.class = {HERE}.ConfiguredTopicListener", "is not a GroupListener"),
+        ("topic.listener.class = no.such.module.Listener", "does not import"),
+        ("topic.listener.class = Listener", "dotted class path"),
+    ],
+)
+def test_bad_listener_classes_fail_at_config_load(line: str, reason: str) -> None:
+    with pytest.raises(MM2ConfigError, match=reason) as info:
+        flow(line + "\n")
+    assert info.value.key == line.split(" = ")[0]
+
+
+def test_configure_errors_propagate_to_the_caller() -> None:
+    f = flow(f"topic.listener.class = {HERE}.RejectingTopicListener\n")
+    with pytest.raises(ValueError, match=r"listener\.endpoint is required"):
+        load_topic_listener(f)
+
+
+def test_topic_listener_must_implement_topics_changed() -> None:
+    class Incomplete(TopicListener):
+        pass
+
+    with pytest.raises(TypeError):
+        Incomplete()  # type: ignore[abstract]
+
+
+# -- set changes ------------------------------------------------------------------------------
+
+
+def test_topic_set_change_added_removed_renamed() -> None:
+    before = {"a": "primary.a", "b": "primary.b", "c": "primary.c"}
+    after = {"a": "primary.a", "c": "c", "d": "primary.d"}
+    change = TopicSetChange.between(before, after)
+    assert change.added == {"d": "primary.d"}
+    assert change.removed == {"b": "primary.b"}
+    assert change.renamed == {"c": ("primary.c", "c")}
+    assert change
+    assert change.summary() == "+1 -1 ~1 (added d; removed b; renamed c (primary.c -> c))"
+    assert change.as_dict() == {
+        "added": {"d": "primary.d"},
+        "removed": {"b": "primary.b"},
+        "renamed": {"c": ["primary.c", "c"]},
+    }
+
+
+def test_topic_set_change_from_nothing_and_to_nothing() -> None:
+    topics = {"b": "primary.b", "a": "primary.a"}
+    assert list(TopicSetChange.between({}, topics).added) == ["a", "b"]  # sorted
+    assert TopicSetChange.between(topics, {}).removed == topics
+    unchanged = TopicSetChange.between(topics, dict(topics))
+    assert not unchanged
+    assert unchanged.summary() == "+0 -0 ~0 (no change)"
+
+
+def test_group_set_change() -> None:
+    change = GroupSetChange.between(["g1", "g2"], ["g3", "g1"])
+    assert change.added == ("g3",)
+    assert change.removed == ("g2",)
+    assert change
+    assert change.summary() == "+1 -1 (added g3; removed g2)"
+    assert change.as_dict() == {"added": ["g3"], "removed": ["g2"]}
+    assert not GroupSetChange.between(["b", "a"], ["a", "b"])
