@@ -58,6 +58,29 @@ def _kafka_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_path(args: argparse.Namespace) -> Path:
+    from mm2_assets.definitions import default_config_path
+
+    return Path(args.config) if args.config else default_config_path()
+
+
+def _demo_seed(args: argparse.Namespace) -> int:
+    from mm2_assets.demo import seed
+    from mm2_assets.mm2.config import load_mm2_config
+
+    flow = load_mm2_config(_config_path(args)).flows[0]
+    for topic, count in seed(flow, args.records).items():
+        print(f"{flow.source.alias}: {topic} +{count} records")
+    return 0
+
+
+def _replicate(args: argparse.Namespace) -> int:
+    from mm2_assets.replicate_once import replicate
+
+    replicate(_config_path(args))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `mm2-assets` command."""
     parser = argparse.ArgumentParser(prog="mm2-assets", description=__doc__)
@@ -88,6 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--version", default=runtime.KAFKA_VERSION)
     fetch.set_defaults(func=_kafka_fetch)
     register_translate_offsets(commands)
+
+    config_help = "mm2.properties (default: $MM2_CONFIG, else the packaged demo config)"
+    replicate = commands.add_parser(
+        "replicate", help="one replication pass of every flow, as Dagster runs ($DAGSTER_HOME)"
+    )
+    replicate.add_argument("--config", help=config_help)
+    replicate.set_defaults(func=_replicate)
+    demo = commands.add_parser("demo", help="demo data for the embedded default")
+    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
+    seed = demo_commands.add_parser("seed", help="topics, records and a group on the source")
+    seed.add_argument("--config", help=config_help)
+    seed.add_argument("--records", type=int, default=5000, help="records per topic")
+    seed.set_defaults(func=_demo_seed)
     return parser
 
 

@@ -9,5 +9,6 @@ export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 mkdir -p "$DAGSTER_HOME"
 .venv/bin/mm2-assets kafka up
 trap '.venv/bin/mm2-assets kafka down' EXIT
+trap 'exit 130' INT TERM
 if [[ -x scripts/demo_job.sh ]]; then ./scripts/demo_job.sh; fi
 .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}"

@@ -18,7 +18,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.checkpoints.assets import FORCE_TAG, checkpoint_assets, heartbeats_asset
+from mm2_assets.defs.checkpoints.assets import checkpoint_assets, heartbeats_asset
+from mm2_assets.defs.run_tags import FORCE_TAG
 from mm2_assets.kafka.checkpointing import read_checkpoints
 from mm2_assets.kafka.heartbeats import (
     heartbeat_topics,

@@ -33,7 +33,8 @@ from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.replication.partitions import topics_partitions
-from mm2_assets.defs.topic_configs.assets import FORCE_TAG, topic_configs_asset
+from mm2_assets.defs.run_tags import FORCE_TAG
+from mm2_assets.defs.topic_configs.assets import topic_configs_asset
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets_tests.kafka_helpers import create_topic, unique
 

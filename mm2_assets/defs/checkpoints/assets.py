@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from mm2_assets.defs.run_tags import FORCE_TAG, is_forced
 from mm2_assets.kafka.checkpointing import (
     CheckpointRun,
     GroupOffsetSyncRun,
@@ -33,9 +34,6 @@ from mm2_assets.kafka.checkpointing import (
 from mm2_assets.kafka.heartbeats import emit_heartbeat, replication_hops, upstream_clusters
 from mm2_assets.mm2.config import FlowConfig
 
-FORCE_TAG = "mm2-assets/force"
-"""Run tag that bypasses the interval checks (value `true`)."""
-
 
 class IntervalRunConfig(dg.Config):
     """Run config of the interval-gated assets."""
@@ -45,8 +43,7 @@ class IntervalRunConfig(dg.Config):
 
 
 def _forced(context: dg.AssetExecutionContext, config: IntervalRunConfig) -> bool:
-    tag = context.run.tags.get(FORCE_TAG, "")
-    return config.force or tag.strip().lower() in ("true", "1", "yes")
+    return config.force or is_forced(context.run.tags)
 
 
 def interval_skip_reason(

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.run_tags import FORCE_TAG
 from mm2_assets.mm2.config import FlowConfig
 
 FLOW_TAG = "mm2-assets/flow"
@@ -26,7 +27,7 @@ CHANGE_TAG = "mm2-assets/trigger"
 
 # Both interval gates (checkpoints/heartbeats and topic_configs) are bypassed: the sensor has
 # already decided the work is due.
-FORCE_TAGS: Mapping[str, str] = {"mm2-assets/force": "true", "force": "true"}
+FORCE_TAGS: Mapping[str, str] = {FORCE_TAG: "true"}
 
 DRIVER_INTERVAL_CONFIG = "mm2assets.driver.interval.seconds"
 DRIVER_INTERVAL_DEFAULT = 30

@@ -7,27 +7,18 @@ run as one multi-partition run. It does what MM2's MirrorSourceConnector does on
 
 # No `from __future__ import annotations`: Dagster checks the `context` annotation as an object.
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.run_tags import FORCE_TAG, is_forced
 from mm2_assets.kafka.topic_config_sync import (
     TopicConfigSyncError,
     TopicConfigSyncResult,
     sync_topic_configs,
 )
 from mm2_assets.mm2.config import FlowConfig
-
-# Run tag that syncs even when the last sync is younger than the interval.
-FORCE_TAG = "force"
-_FALSE = ("", "0", "false", "no", "off")
-
-
-def is_forced(tags: Mapping[str, str]) -> bool:
-    """Whether the run's tags ask to sync regardless of the interval (`force=true`)."""
-    value = tags.get(FORCE_TAG)
-    return value is not None and value.strip().lower() not in _FALSE
 
 
 def last_materialized(

@@ -1,0 +1,72 @@
+"""Demo data for the embedded default: topics, records and a consumer group on a source cluster.
+
+`mm2-assets demo seed` fills the first flow's source so the first replication run has
+something to show: ordinary topics, a compacted topic, and a consumer group (`billing`) that
+stopped half-way through `orders`, ready to fail over to the target.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mm2_assets.mm2.config import FlowConfig
+
+DEMO_TOPICS: Mapping[str, tuple[int, dict[str, str]]] = {
+    "orders": (6, {}),
+    "payments": (3, {"retention.ms": "604800000"}),
+    "customers": (2, {"cleanup.policy": "compact"}),
+}
+DEMO_GROUP = "billing"
+
+
+def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
+    """Create the demo topics on the flow's source (if missing), add records, and leave group
+    `billing` committed half-way through `orders`. Returns records produced per topic."""
+    admin = AdminClient(flow.client_config("source", "admin"))
+    existing = admin.list_topics(timeout=30).topics
+    new = [
+        NewTopic(name, partitions, 1, config=config)
+        for name, (partitions, config) in DEMO_TOPICS.items()
+        if name not in existing
+    ]
+    for name, future in admin.create_topics(new).items() if new else []:
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"cannot create demo topic '{name}': {exc}") from exc
+    producer = Producer({**flow.client_config("source", "producer"), "linger.ms": 20})
+    now = int(time.time() * 1000)
+    for name, (partitions, _) in DEMO_TOPICS.items():
+        for i in range(records_per_topic):
+            producer.produce(
+                name,
+                key=f"{name}-{i % 500}".encode(),
+                value=f'{{"id": {i}, "topic": "{name}"}}'.encode(),
+                partition=i % partitions,
+                headers=[("source", b"demo")],
+                timestamp=now,
+            )
+            if i % 10_000 == 0:
+                producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError("demo records were not all acknowledged")
+    _commit_half(flow, "orders", DEMO_TOPICS["orders"][0])
+    return {name: records_per_topic for name in DEMO_TOPICS}
+
+
+def _commit_half(flow: FlowConfig, topic: str, partitions: int) -> None:
+    """Commit group `billing` at half of each partition's end, as a consumer that stopped."""
+    consumer = Consumer({**flow.client_config("source", "consumer"), "group.id": DEMO_GROUP})
+    try:
+        offsets = []
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            offsets.append(TopicPartition(topic, p, low + (high - low) // 2))
+        consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()

@@ -1,0 +1,68 @@
+"""`mm2-assets replicate`: one replication pass of every flow through the Dagster CLI.
+
+It does by hand what the sensors do under `dagster dev`: register the topics each flow selects
+as dynamic partitions in the Dagster instance (`$DAGSTER_HOME`), then materialize the flow's
+assets with `dagster asset materialize`: one run for all topics (replicated_topics and
+topic_configs), one for checkpoints, synced group offsets and heartbeats. The runs are
+ordinary Dagster runs, visible in the UI afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from mm2_assets.defs.replication.partitions import topics_partitions
+from mm2_assets.defs.sensors.topic_listener import current_topic_map
+from mm2_assets.mm2.config import FlowConfig, load_mm2_config
+
+
+def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]:
+    """Add the flow's currently selected source topics as partitions; returns all partitions
+    in the instance's order (the order partition ranges follow)."""
+    name = topics_partitions(flow).name
+    known = set(instance.get_dynamic_partitions(name))
+    new = [topic for topic in current_topic_map(flow) if topic not in known]
+    if new:
+        instance.add_dynamic_partitions(name, new)
+    return list(instance.get_dynamic_partitions(name))
+
+
+def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
+    dagster = Path(sys.executable).parent / "dagster"
+    command = [
+        str(dagster),
+        "asset",
+        "materialize",
+        "-m",
+        "mm2_assets.definitions",
+        "--select",
+        selection,
+        *extra,
+    ]
+    print("$", " ".join(command[1:]), flush=True)
+    env = {**os.environ, "MM2_CONFIG": str(config_path)}
+    subprocess.run(command, env=env, check=True)
+
+
+def replicate(config_path: Path) -> None:
+    """One pass over every enabled flow of the config at `config_path`."""
+    config = load_mm2_config(config_path)
+    instance = dg.DagsterInstance.get()
+    for flow in config.flows:
+        topics = register_topics(flow, instance)
+        if topics:
+            _materialize(
+                config_path,
+                f"{flow.key}/replicated_topics,{flow.key}/topic_configs",
+                ["--partition-range", f"{topics[0]}...{topics[-1]}"],
+            )
+        _materialize(
+            config_path,
+            f"{flow.key}/checkpoints,{flow.key}/synced_group_offsets,{flow.key}/heartbeats",
+            [],
+        )
