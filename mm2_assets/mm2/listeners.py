@@ -14,7 +14,7 @@ Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -118,6 +118,31 @@ def load_group_listener(flow: FlowConfig) -> GroupListener:
 # ---------------------------------------------------------------------------------------------
 # Set changes
 # ---------------------------------------------------------------------------------------------
+
+
+def notify_listener(
+    load: Callable[[], _L], call: Callable[[_L], object], class_path: str
+) -> str | None:
+    """Load a listener, make one call, always close it; the error text, or None.
+
+    KIP-918: a listener failure is reported, never allowed to stop replication.
+    """
+    try:
+        listener = load()
+    except Exception as exc:
+        return f"cannot load {class_path}: {exc}"
+    name = type(listener).__qualname__
+    error = None
+    try:
+        call(listener)
+    except Exception as exc:
+        error = f"{name} notification failed: {exc!r}"
+    finally:
+        try:
+            listener.close()
+        except Exception as exc:
+            error = error or f"{name}.close failed: {exc!r}"
+    return error
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from mm2_assets.defs.sensors import (
 )
 from mm2_assets.kafka.checkpointing import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import GroupSetChange, load_group_listener
+from mm2_assets.mm2.listeners import GroupSetChange, load_group_listener, notify_listener
 
 
 def current_groups(flow: FlowConfig) -> list[str]:
@@ -38,21 +38,11 @@ def current_groups(flow: FlowConfig) -> list[str]:
 
 def notify_group_listener(flow: FlowConfig, groups: list[str]) -> str | None:
     """Load, configure, notify and close the flow's GroupListener; the error text, or None."""
-    try:
-        listener = load_group_listener(flow)
-    except Exception as exc:
-        return f"cannot load {flow.group_listener_class}: {exc}"
-    error = None
-    try:
-        listener.groups_changed(list(groups))
-    except Exception as exc:
-        error = f"{type(listener).__qualname__}.groups_changed failed: {exc!r}"
-    finally:
-        try:
-            listener.close()
-        except Exception as exc:
-            error = error or f"{type(listener).__qualname__}.close failed: {exc!r}"
-    return error
+    return notify_listener(
+        lambda: load_group_listener(flow),
+        lambda listener: listener.groups_changed(list(groups)),
+        flow.group_listener_class,
+    )
 
 
 def group_listener_sensor(

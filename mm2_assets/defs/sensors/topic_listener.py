@@ -34,7 +34,7 @@ from mm2_assets.defs.sensors import (
 )
 from mm2_assets.kafka.admin import admin_client, list_topics
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import TopicSetChange, load_topic_listener
+from mm2_assets.mm2.listeners import TopicSetChange, load_topic_listener, notify_listener
 
 
 def current_topic_map(flow: FlowConfig) -> dict[str, str]:
@@ -47,21 +47,11 @@ def current_topic_map(flow: FlowConfig) -> dict[str, str]:
 
 def notify_topic_listener(flow: FlowConfig, topics: dict[str, str]) -> str | None:
     """Load, configure, notify and close the flow's TopicListener; the error text, or None."""
-    try:
-        listener = load_topic_listener(flow)
-    except Exception as exc:
-        return f"cannot load {flow.topic_listener_class}: {exc}"
-    error = None
-    try:
-        listener.topics_changed(dict(topics))
-    except Exception as exc:
-        error = f"{type(listener).__qualname__}.topics_changed failed: {exc!r}"
-    finally:
-        try:
-            listener.close()
-        except Exception as exc:
-            error = error or f"{type(listener).__qualname__}.close failed: {exc!r}"
-    return error
+    return notify_listener(
+        lambda: load_topic_listener(flow),
+        lambda listener: listener.topics_changed(dict(topics)),
+        flow.topic_listener_class,
+    )
 
 
 def topic_listener_sensor(
