@@ -906,4 +906,5 @@ def test_demo_properties_load() -> None:
     assert flow.target.bootstrap_servers == "127.0.0.1:19192"
     assert flow.sync_group_offsets_enabled
     assert flow.replication_factor == 1
-    assert flow.emit_checkpoints_interval_seconds <= 10
+    # Faster than MM2's 60 s default, so the demo shows checkpoints within seconds.
+    assert flow.emit_checkpoints_interval_seconds < 60
