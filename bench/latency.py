@@ -79,9 +79,8 @@ def measure(bootstrap: str, topic: str, expected: list[int], timeout: float) -> 
 
 def run_system(system: str, ctx: dict, args: argparse.Namespace) -> dict:
     topic = f"lat-{system}-{int(time.time())}"
-    AdminClient({"bootstrap.servers": ctx["source"]}).create_topics([NewTopic(topic, 8, 1)])[
-        topic
-    ].result(60)
+    admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
+    admin.create_topics([NewTopic(topic, 8, 1)])[topic].result(60)
     workdir = Path(tempfile.mkdtemp(prefix=f"lat-{system}-"))
     config = workdir / "mm2.properties"
     common = (
