@@ -103,14 +103,32 @@ def end_offsets(
 
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
     """
+    isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
+    return _list_offsets(admin, partitions, OffsetSpec.latest(), isolation, cluster, "end")
+
+
+def start_offsets(
+    admin: AdminClient, partitions: Iterable[tuple[str, int]], *, cluster: str
+) -> dict[tuple[str, int], int]:
+    """The log-start offset of each topic-partition (what retention has not deleted yet)."""
+    return _list_offsets(
+        admin, partitions, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED, cluster, "start"
+    )
+
+
+def _list_offsets(
+    admin: AdminClient,
+    partitions: Iterable[tuple[str, int]],
+    spec: OffsetSpec,
+    isolation: IsolationLevel,
+    cluster: str,
+    what: str,
+) -> dict[tuple[str, int], int]:
     wanted = [TopicPartition(t, p) for t, p in partitions]
     if not wanted:
         return {}
-    isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
     futures = admin.list_offsets(
-        {tp: OffsetSpec.latest() for tp in wanted},
-        isolation_level=isolation,
-        request_timeout=ADMIN_TIMEOUT_S,
+        {tp: spec for tp in wanted}, isolation_level=isolation, request_timeout=ADMIN_TIMEOUT_S
     )
     out: dict[tuple[str, int], int] = {}
     for tp, future in futures.items():
@@ -118,7 +136,7 @@ def end_offsets(
             out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
         except KafkaException as exc:
             raise KafkaAdminError(
-                f"cannot read the end offset of {tp.topic}-{tp.partition} on cluster "
+                f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "
                 f"'{cluster}': {exc}"
             ) from exc
     return out

@@ -136,8 +136,8 @@ def _format_storage(node_dir: Path, props_file: Path) -> None:
             classpath(),
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            _cluster_id(),
+            # `=` form: a base64 id may start with '-', which argparse would read as an option.
+            f"--cluster-id={_cluster_id()}",
             "-c",
             str(props_file),
         ],

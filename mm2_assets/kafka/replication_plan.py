@@ -16,6 +16,7 @@ from mm2_assets.kafka.admin import (
     end_offsets,
     ensure_topic,
     list_topics,
+    start_offsets,
 )
 from mm2_assets.kafka.topic_config_sync import describe_topic_configs
 from mm2_assets.kafka.topic_reader import read_to_end
@@ -169,10 +170,18 @@ def plan_replication(
         [(t, p) for t in plan.remote_topics for p in range(source_topics[t].partitions)],
         cluster=flow.source.alias,
     )
+    # Without progress a partition starts at its log start: a range retention already emptied
+    # is no work (and no task) at all.
+    starts = start_offsets(
+        source_admin,
+        [key for key in ends if key not in progress],
+        cluster=flow.source.alias,
+    )
     syncs_topic, syncs_on_target = offset_syncs_location(flow)
     for (topic, partition), end in sorted(ends.items()):
         done = progress.get((topic, partition))
-        state = PartitionState(topic, partition, done.next_offset if done else 0, end)
+        next_offset = done.next_offset if done else starts[(topic, partition)]
+        state = PartitionState(topic, partition, next_offset, end)
         plan.states.append(state)
         if state.lag == 0:
             continue

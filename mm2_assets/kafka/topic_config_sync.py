@@ -207,8 +207,8 @@ def _sync(
 ) -> TopicConfigSyncResult:
     timeout = flow.admin_timeout_ms / 1000
     result = TopicConfigSyncResult(flow=flow.name)
-    source_admin = admin_client(flow.source.admin_config())
-    target_admin = admin_client(flow.target.admin_config())
+    source_admin = admin_client(flow.client_config("source", "admin"))
+    target_admin = admin_client(flow.client_config("target", "admin"))
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
     selected = flow.remote_topics(source_topics)
     remotes: dict[str, str] = {}

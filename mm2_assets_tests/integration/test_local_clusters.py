@@ -53,3 +53,16 @@ def test_taken_port_is_a_clear_error(kafka_clusters, tmp_path) -> None:
     taken = kafka_clusters["primary"].port
     with pytest.raises(LauncherError, match=f"port {taken} .*'extra'.* already in use"):
         launch_cluster("extra", tmp_path, taken, taken + 1)
+
+
+def test_storage_formats_with_a_cluster_id_starting_with_a_dash(monkeypatch, tmp_path) -> None:
+    # Regression: about 1 in 32 random KRaft cluster ids starts with '-'; the real storage
+    # tool must still take it as the id, not as an option.
+    from mm2_assets.kafka import launcher
+
+    monkeypatch.setattr(launcher, "_cluster_id", lambda: "-MkU3OEVBNTcwNTJENDM2Qk")
+    props = tmp_path / "server.properties"
+    props.write_text(launcher.broker_properties(tmp_path, 1, 2))
+    launcher._format_storage(tmp_path, props)
+    meta = (tmp_path / "data" / "meta.properties").read_text()
+    assert "cluster.id=-MkU3OEVBNTcwNTJENDM2Qk" in meta

@@ -310,3 +310,30 @@ def test_killed_copy_resumes_without_loss_or_duplicates(
     materialize_topics(defs, flow.key, [topic], spark_resource)
 
     assert consume_all(backup, remote, [0]) == consume_all(primary, topic, [0])
+
+
+def test_records_deleted_on_the_source_are_no_work_and_later_ones_copy(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique("retained")
+    create_topic(primary, topic, partitions=1)
+    produce(primary, topic, tricky_records(1, 20, seed=9, ts0=recent_ms(3000)))
+    admin = AdminClient({"bootstrap.servers": primary})
+    # As if retention had removed everything: the log now starts at offset 20.
+    for future in admin.delete_records([TopicPartition(topic, 0, 20)]).values():
+        future.result(30)
+    defs, flow = flow_defs(write_mm2_config())
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert event.metadata["records_copied"].value == 0
+    assert event.metadata["partitions_copied"].value == 0
+    assert event.metadata["remaining_lag_records"].value == 0
+
+    later = tricky_records(1, 5, seed=10, ts0=recent_ms(600))
+    produce(primary, topic, later)
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert event.metadata["records_copied"].value == 5
+    assert consume_all(backup, f"primary.{topic}", [0])[0] == later
