@@ -67,6 +67,9 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         asset_checks=checks,
         sensors=sensors,
         resources={"spark": spark or SparkResource()},
+        # One process per run, not per step: a step process costs seconds and memory, and a
+        # flow's steps are small except the Spark copy, which parallelizes inside Spark.
+        executor=dg.in_process_executor,
     )
 
 
