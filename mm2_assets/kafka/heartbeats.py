@@ -17,7 +17,7 @@ that from any cluster's topic list.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
@@ -167,6 +167,23 @@ def remote_topics(
     }
 
 
+def hops_by_upstream(
+    heartbeat_topic_names: Iterable[str], policy: ReplicationPolicy
+) -> dict[str, int]:
+    """Fewest hops from every upstream cluster, from the names of a cluster's heartbeats topics.
+
+    The pure part of `MirrorClient.upstreamClusters` / `replicationHops`: callers that need both
+    list the topics once.
+    """
+    out: dict[str, int] = {}
+    for topic in heartbeat_topic_names:
+        for alias in all_sources(topic, policy=policy):
+            hops = count_hops(topic, alias, policy=policy)
+            if hops != -1:
+                out[alias] = min(hops, out.get(alias, hops))
+    return out
+
+
 def upstream_clusters(
     cluster_config: Mapping[str, str],
     *,
@@ -196,9 +213,5 @@ def replication_hops(
     Java: `MirrorClient.replicationHops` (minimum `countHopsForTopic` over heartbeats topics).
     """
     pol = _policy(policy)
-    hops = [
-        count_hops(topic, upstream_cluster_alias, policy=pol)
-        for topic in heartbeat_topics(cluster_config, policy=pol, cluster=cluster)
-    ]
-    found = [h for h in hops if h != -1]
-    return min(found) if found else -1
+    topics = heartbeat_topics(cluster_config, policy=pol, cluster=cluster)
+    return hops_by_upstream(topics, pol).get(upstream_cluster_alias, -1)

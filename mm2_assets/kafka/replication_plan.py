@@ -8,10 +8,13 @@ partition into one copy task covering [committed progress, end offset at plan ti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from confluent_kafka.admin import AdminClient
+
 from mm2_assets.kafka.admin import (
+    TopicInfo,
     admin_client,
     end_offsets,
     ensure_topic,
@@ -83,11 +86,19 @@ def read_progress(flow: FlowConfig) -> dict[tuple[str, int], Progress]:
     return out
 
 
-def ensure_internal_topics(flow: FlowConfig) -> list[str]:
-    """Create the progress topic (target) and offset-syncs topic (where configured)."""
+def ensure_internal_topics(
+    flow: FlowConfig,
+    *,
+    source: tuple[AdminClient, Mapping[str, TopicInfo]],
+    target: tuple[AdminClient, Mapping[str, TopicInfo]],
+) -> list[str]:
+    """Create the progress topic (target) and offset-syncs topic (where configured).
+
+    `source`/`target` are each cluster's admin client and current topics, listed once by the
+    caller.
+    """
     created: list[str] = []
-    target_admin = admin_client(flow.client_config("target", "admin"))
-    target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    target_admin, target_topics = target
     name = progress_topic(flow.source.alias)
     if ensure_topic(
         target_admin,
@@ -101,12 +112,7 @@ def ensure_internal_topics(flow: FlowConfig) -> list[str]:
         created.append(f"{flow.target.alias}:{name}")
     syncs_topic, on_target = offset_syncs_location(flow)
     cluster = flow.target if on_target else flow.source
-    admin = (
-        target_admin
-        if on_target
-        else admin_client(flow.client_config("target" if on_target else "source", "admin"))
-    )
-    existing = target_topics if on_target else list_topics(admin, cluster=cluster.alias)
+    admin, existing = target if on_target else source
     # MM2's offset-syncs topic: one partition, compacted.
     if ensure_topic(
         admin,
@@ -142,9 +148,13 @@ def plan_replication(
     if not plan.remote_topics:
         return plan
 
-    plan.created.extend(ensure_internal_topics(flow))
     target_admin = admin_client(flow.client_config("target", "admin"))
     target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    plan.created.extend(
+        ensure_internal_topics(
+            flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
+        )
+    )
     # New remote topics start with the source's replicable configs (compaction, retention),
     # as MM2 creates them; later changes are the topic_configs asset's job.
     missing = [t for t, remote in plan.remote_topics.items() if remote not in target_topics]

@@ -206,3 +206,14 @@ class TestLineage:
         assert is_remote_topic("A.orders", policy=POLICY)
         assert not is_remote_topic("orders", policy=POLICY)
         assert not is_remote_topic("A.checkpoints.internal", policy=POLICY)
+
+
+def test_hops_by_upstream_from_heartbeats_topic_names() -> None:
+    from mm2_assets.kafka.heartbeats import hops_by_upstream
+
+    policy = DefaultReplicationPolicy()
+    policy.configure({})
+    topics = ["heartbeats", "primary.heartbeats", "dr.primary.heartbeats", "edge.dr.heartbeats"]
+    # MirrorClient.replicationHops: the fewest hops over all heartbeats topics.
+    assert hops_by_upstream(topics, policy) == {"primary": 1, "dr": 1, "edge": 1}
+    assert hops_by_upstream(["dr.primary.heartbeats"], policy) == {"dr": 1, "primary": 2}

@@ -31,7 +31,7 @@ from mm2_assets.kafka.checkpointing import (
     emit_checkpoints,
     sync_group_offsets,
 )
-from mm2_assets.kafka.heartbeats import emit_heartbeat, replication_hops, upstream_clusters
+from mm2_assets.kafka.heartbeats import emit_heartbeat, heartbeat_topics, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
 
 
@@ -304,14 +304,12 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
             context.log.info(f"{flow.name}: no heartbeat: {reason}")
             return
         emission = emit_heartbeat(flow)
-        target_config = flow.client_config("target", "admin")
-        upstream = sorted(
-            upstream_clusters(target_config, policy=policy, cluster=flow.target.alias)
+        # One topic listing serves both of MirrorClient's questions.
+        topics = heartbeat_topics(
+            flow.client_config("target", "admin"), policy=policy, cluster=flow.target.alias
         )
-        hops = {
-            alias: replication_hops(target_config, alias, policy=policy, cluster=flow.target.alias)
-            for alias in upstream
-        }
+        hops = hops_by_upstream(topics, policy)
+        upstream = sorted(hops)
         yield dg.MaterializeResult(
             metadata={
                 "enabled": True,
