@@ -185,6 +185,47 @@ def validate_alert_config(flow: FlowConfig) -> None:
     sink.close()
 
 
+def listener_alerts(
+    flow: FlowConfig,
+    *,
+    subject: Literal["topics", "groups"],
+    listener_error: str | None,
+    already_failing: bool,
+    changed: tuple[str, ...],
+    change_summary: str | None,
+    change_details: Mapping[str, Any],
+) -> list[Alert]:
+    """Alerts of one KIP-918 listener tick: the listener failing (once per failure streak, the
+    next ticks only retry) and, when `change_summary` is given, the set having changed."""
+    what = "topic" if subject == "topics" else "group"
+    names = {subject: changed}
+    alerts: list[Alert] = []
+    if listener_error and not already_failing:
+        listener_class = flow.topic_listener_class if what == "topic" else flow.group_listener_class
+        alerts.append(
+            Alert(
+                flow=flow.name,
+                kind="listener_failed",
+                message=f"flow {flow.name}: {what} listener failed: {listener_error}",
+                details={"listener": listener_class},
+                **names,
+            )
+        )
+    if change_summary is not None:
+        noun = "replicated topics" if what == "topic" else "checkpointed groups"
+        alerts.append(
+            Alert(
+                flow=flow.name,
+                kind=f"{subject}_changed",
+                severity="info",
+                message=f"flow {flow.name}: {noun} changed: {change_summary}",
+                details=change_details,
+                **names,
+            )
+        )
+    return alerts
+
+
 def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = None) -> list[str]:
     """Deliver `alerts` through the flow's sink; return the delivery errors (also logged).
 

@@ -18,7 +18,7 @@ Cursor: `{"groups": [...], "notify_pending": bool}`.
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sinks import Alert, send_alerts
+from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
 from mm2_assets.defs.sensors import (
     FORCE_TAGS,
     WORK_CONTROL,
@@ -91,37 +91,23 @@ def group_listener_sensor(
                 )
             )
 
-        alerts: list[Alert] = []
         notify = state is None or bool(change) or pending
         notify_error = notify_group_listener(flow, current) if notify else None
         if notify_error:
-            message = f"flow {flow.name}: group listener failed: {notify_error}"
-            context.log.error(message)
-            if not pending:
-                alerts.append(
-                    Alert(
-                        flow=flow.name,
-                        kind="listener_failed",
-                        message=message,
-                        groups=change.added + change.removed,
-                        details={"listener": flow.group_listener_class},
-                    )
-                )
+            context.log.error(f"flow {flow.name}: group listener failed: {notify_error}")
         if change or state is None:
             context.log.info(
                 f"{flow.name}: checkpointed groups {change.summary()}; {len(current)} groups"
             )
-        if change and state is not None:
-            alerts.append(
-                Alert(
-                    flow=flow.name,
-                    kind="groups_changed",
-                    severity="info",
-                    message=f"flow {flow.name}: checkpointed groups changed: {change.summary()}",
-                    groups=tuple(sorted({*change.added, *change.removed})),
-                    details=change.as_dict(),
-                )
-            )
+        alerts = listener_alerts(
+            flow,
+            subject="groups",
+            listener_error=notify_error,
+            already_failing=bool(pending),
+            changed=tuple(sorted({*change.added, *change.removed})),
+            change_summary=change.summary() if change and state is not None else None,
+            change_details=change.as_dict(),
+        )
         send_alerts(flow, alerts, context.log)
 
         asset_events = []

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sinks import Alert, send_alerts
+from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
 from mm2_assets.defs.sensors import (
     WORK_REPLICATE,
     partition_range_request,
@@ -113,40 +113,25 @@ def topic_listener_sensor(
             if request is not None:
                 run_requests.append(request)
 
-        alerts: list[Alert] = []
         notify = state is None or bool(change) or pending
         notify_error = notify_topic_listener(flow, current) if notify else None
         if notify_error:
-            message = f"flow {flow.name}: topic listener failed: {notify_error}"
-            context.log.error(message)
-            # Alert once per failure streak; the retry on the next tick only logs.
-            if not pending:
-                alerts.append(
-                    Alert(
-                        flow=flow.name,
-                        kind="listener_failed",
-                        message=message,
-                        topics=tuple(change.added) + tuple(change.removed),
-                        details={"listener": flow.topic_listener_class},
-                    )
-                )
-
+            context.log.error(f"flow {flow.name}: topic listener failed: {notify_error}")
         if change or state is None:
             context.log.info(
                 f"{flow.name}: replicated topics {change.summary()}; "
                 f"partitions +{len(added)} -{len(deleted)}; {len(current)} topics"
             )
-        if change and state is not None:
-            alerts.append(
-                Alert(
-                    flow=flow.name,
-                    kind="topics_changed",
-                    severity="info",
-                    message=f"flow {flow.name}: replicated topics changed: {change.summary()}",
-                    topics=tuple(sorted({*change.added, *change.removed, *change.renamed})),
-                    details=change.as_dict(),
-                )
-            )
+        alerts = listener_alerts(
+            flow,
+            subject="topics",
+            listener_error=notify_error,
+            # Alert once per failure streak; the retry on the next tick only logs.
+            already_failing=bool(pending),
+            changed=tuple(sorted({*change.added, *change.removed, *change.renamed})),
+            change_summary=change.summary() if change and state is not None else None,
+            change_details=change.as_dict(),
+        )
         send_alerts(flow, alerts, context.log)
 
         asset_events = []
