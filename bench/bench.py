@@ -195,7 +195,7 @@ def run_ours(ctx: dict, topic: str, repeat: int) -> Measurement:
         copied,
         ctx["bytes"],
         wall,
-        metadata["copy_seconds"],
+        metadata["copy_window_seconds"],
         rss.peak / 1e6,
     )
 

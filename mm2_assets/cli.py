@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
+from mm2_assets.spark.class_archive import ClassArchiveError, ensure_class_archive
 
 DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
 
@@ -55,6 +56,11 @@ def _kafka_status(args: argparse.Namespace) -> int:
 
 def _kafka_fetch(args: argparse.Namespace) -> int:
     print(runtime.ensure_runtime(args.version))
+    return 0
+
+
+def _spark_archive(args: argparse.Namespace) -> int:
+    print(ensure_class_archive(force=args.force))
     return 0
 
 
@@ -112,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_kafka_fetch)
     register_translate_offsets(commands)
 
+    spark = commands.add_parser("spark", help="the local Spark driver")
+    spark_commands = spark.add_subparsers(dest="spark_command", required=True)
+    archive = spark_commands.add_parser(
+        "archive",
+        help="create the class-data-sharing archive that halves local Spark start-up (once)",
+    )
+    archive.add_argument("--force", action="store_true", help="recreate it even if present")
+    archive.set_defaults(func=_spark_archive)
+
     config_help = "mm2.properties (default: $MM2_CONFIG, else the packaged demo config)"
     replicate = commands.add_parser(
         "replicate", help="one replication pass of every flow, as Dagster runs ($DAGSTER_HOME)"
@@ -132,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (launcher.LauncherError, runtime.KafkaRuntimeError) as exc:
+    except (launcher.LauncherError, runtime.KafkaRuntimeError, ClassArchiveError) as exc:
         print(f"mm2-assets: {exc}", file=sys.stderr)
         return 2
 

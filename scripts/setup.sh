@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything mm2-assets needs on a fresh machine: a virtualenv in .venv with the
-# package and its dev tools, and the pinned Apache Kafka jars (cached in ~/.cache/mm2-assets).
+# package and its dev tools, the pinned Apache Kafka jars and the Spark driver's class archive
+# (both cached in ~/.cache/mm2-assets).
 # Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,5 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 .venv/bin/mm2-assets kafka fetch >/dev/null
+# Once per machine: the Spark driver's class archive (halves local SparkSession start-up).
+.venv/bin/mm2-assets spark archive >/dev/null

@@ -9,6 +9,8 @@ from typing import Any
 from dagster_pyspark import PySparkResource
 from pydantic import PrivateAttr
 
+from mm2_assets.spark.class_archive import driver_java_options
+
 # Local-mode settings: quiet, no UI port, Python workers from this interpreter.
 LOCAL_SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -17,6 +19,8 @@ LOCAL_SPARK_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.python.worker.reuse": "true",
 }
+
+JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
 
 
 class SparkResource(PySparkResource):
@@ -40,13 +44,16 @@ class SparkResource(PySparkResource):
     def effective_config(self) -> dict[str, str]:
         """The Spark settings the session is built with."""
         conf: dict[str, str] = {"spark.app.name": self.app_name}
+        user = {k: str(v) for k, v in self.spark_config.items()}
         if self.remote:
             conf["spark.remote"] = self.remote
         else:
             conf["spark.master"] = self.master
             if self.master.startswith("local"):
                 conf.update(LOCAL_SPARK_DEFAULTS)
-        conf.update({k: str(v) for k, v in self.spark_config.items()})
+                # Faster driver JVM start; the user's own options are kept, after ours.
+                user[JAVA_OPTIONS_KEY] = driver_java_options(user.get(JAVA_OPTIONS_KEY, ""))
+        conf.update(user)
         return conf
 
     @property

@@ -94,6 +94,10 @@ class CopyResult:
     transactions: int = 0
     seconds: float = 0.0
     downstream_next: int = -1
+    # Wall-clock (epoch seconds) bounds of the task's copy, so the driver can tell the copy
+    # window from Spark's start-up across tasks that ran in other processes.
+    started_at: float = 0.0
+    finished_at: float = 0.0
 
 
 @dataclass
@@ -155,6 +159,7 @@ def committed_progress(spec: CopyTaskSpec) -> Progress | None:
 def copy_partition(spec: CopyTaskSpec) -> CopyResult:
     """Copy [committed progress, spec.end_offset) of one source partition. See module doc."""
     started = time.monotonic()
+    started_at = time.time()
     producer = Producer(
         {
             **_PRODUCER_DEFAULTS,
@@ -164,6 +169,12 @@ def copy_partition(spec: CopyTaskSpec) -> CopyResult:
         }
     )
     try:
+        # librdkafka looks for the transaction coordinator only among brokers it is connected
+        # to by node id, and retries after 500 ms when there is none. It drops the bootstrap
+        # connection once it knows the brokers, so the second metadata request is the one that
+        # opens a node connection; with it init_transactions takes ~5 ms instead of ~0.5 s.
+        for _ in range(2):
+            producer.list_topics(spec.remote_topic, timeout=60)
         # Fences every earlier producer with this id and aborts its open transaction.
         producer.init_transactions(60)
     except KafkaException as exc:
@@ -178,16 +189,16 @@ def copy_partition(spec: CopyTaskSpec) -> CopyResult:
         start_offset=max(start, 0),
         next_offset=max(start, 0),
         downstream_next=progress.downstream_next if progress else -1,
+        started_at=started_at,
     )
-    if progress is not None and progress.next_offset >= spec.end_offset:
-        result.seconds = time.monotonic() - started
-        return result
-    copier = _Copier(spec, producer, result)
-    try:
-        copier.run(start)
-    finally:
-        copier.close()
+    if progress is None or progress.next_offset < spec.end_offset:
+        copier = _Copier(spec, producer, result)
+        try:
+            copier.run(start)
+        finally:
+            copier.close()
     result.seconds = time.monotonic() - started
+    result.finished_at = time.time()
     return result
 
 

@@ -2,13 +2,17 @@
 
 The driver ships only the task specs (small) and gets back one summary row per partition;
 records move inside the tasks, from source to target, and never pass through the driver.
+
+A classic session runs the tasks as an RDD job: its Python workers start without Arrow and
+pandas, which saves ~2.5 s of the first job on a 2-core machine. Spark Connect has no RDDs,
+so there the same tasks run through `mapInArrow`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mm2_assets.spark.copy_task import CopyResult, CopyTaskSpec, copy_partition
 
@@ -31,14 +35,39 @@ def assign_tasks(specs: Sequence[CopyTaskSpec], max_tasks: int | None) -> list[l
     return [list(specs[i::count]) for i in range(count)] if count else []
 
 
+def is_spark_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (no SparkContext, no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def run_copy_tasks(
-    spark: SparkSession, specs: Sequence[CopyTaskSpec], *, max_tasks: int | None = None
+    spark: SparkSession,
+    specs: Sequence[CopyTaskSpec],
+    *,
+    max_tasks: int | None = None,
+    through_arrow: bool | None = None,
 ) -> list[CopyResult]:
-    """Run every spec as part of one Spark job and return the per-partition results."""
+    """Run every spec as part of one Spark job and return the per-partition results.
+
+    `through_arrow` picks the `mapInArrow` form; by default it is used only on Spark Connect.
+    """
     groups = assign_tasks(specs, max_tasks)
     if not groups:
         return []
+    if through_arrow is None:
+        through_arrow = is_spark_connect(spark)
+    if through_arrow:
+        return _run_through_arrow(spark, groups)
 
+    def run(task_ids: Iterator[int]) -> Iterator[CopyResult]:
+        for task_id in task_ids:
+            yield from (copy_partition(spec) for spec in groups[task_id])
+
+    rdd = spark.sparkContext.parallelize(range(len(groups)), len(groups))
+    return rdd.mapPartitions(run).collect()
+
+
+def _run_through_arrow(spark: SparkSession, groups: list[list[CopyTaskSpec]]) -> list[CopyResult]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 

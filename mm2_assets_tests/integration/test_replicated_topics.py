@@ -14,8 +14,10 @@ import pytest
 from confluent_kafka import Producer
 
 from mm2_assets.definitions import build_definitions
+from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.spark.job import run_copy_tasks
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
@@ -102,6 +104,26 @@ def test_six_partition_topic_replicates_record_for_record(
     # And with nothing new, nothing is copied.
     event = materialize_topics(defs, flow.key, [topic], spark_resource)
     assert event.metadata["records_copied"].value == 0
+
+
+def test_spark_connect_form_of_the_job_copies_the_same(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    """The `mapInArrow` form (what Spark Connect runs) copies exactly like the RDD form."""
+    topic = unique("arrow")
+    create_topic(primary, topic, partitions=3)
+    records = tricky_records(3, 30, seed=3, ts0=recent_ms(2000))
+    produce(primary, topic, records)
+    _, flow = flow_defs(write_mm2_config())
+    plan = plan_replication(flow, [topic])
+
+    results = run_copy_tasks(spark_resource.spark_session, plan.tasks, through_arrow=True)
+
+    parts = list(range(3))
+    assert consume_all(backup, f"primary.{topic}", parts) == consume_all(primary, topic, parts)
+    assert sorted(r.partition for r in results) == parts
+    assert sum(r.records for r in results) == len(records)
+    assert all(0 < r.started_at <= r.finished_at for r in results)
 
 
 def test_offset_syncs_map_upstream_to_downstream_offsets(
