@@ -23,7 +23,6 @@ import json
 import multiprocessing
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,10 +35,11 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mm2_process import mm2_properties, remote_topic, start_mm2, stop_process_group
 from procstat import PeakRss
 
 from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.runtime import KAFKA_VERSION, classpath, java_executable, log4j_config
+from mm2_assets.kafka.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGSTER = Path(sys.executable).parent / "dagster"
@@ -235,55 +235,37 @@ def run_mm2(ctx: dict, topic: str, repeat: int) -> Measurement:
     config = workdir / "mm2.properties"
     partitions = ctx["partitions"]
     config.write_text(
-        f"clusters = mm2src, backup\n"
-        f"mm2src.bootstrap.servers = {ctx['source']}\n"
-        f"backup.bootstrap.servers = {ctx['target']}\n"
-        f"mm2src->backup.enabled = true\n"
-        f"backup->mm2src.enabled = false\n"
-        f"mm2src->backup.topics = {topic}\n"
-        f"tasks.max = {partitions}\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "config.storage.replication.factor = 1\noffset.storage.replication.factor = 1\n"
-        "status.storage.replication.factor = 1\n"
-        "mm2src->backup.producer.acks = all\nmm2src->backup.producer.enable.idempotence = true\n"
-        "emit.heartbeats.enabled = false\n"
-        "refresh.topics.interval.seconds = 5\n"
+        mm2_properties(
+            ctx["source"],
+            ctx["target"],
+            topic,
+            tasks_max=partitions,
+            producer={"acks": "all", "enable.idempotence": "true"},
+        )
     )
-    remote = f"mm2src.{topic}"
+    remote = remote_topic(topic)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [
-            java_executable(),
-            "-Xmx1g",
-            f"-Dlog4j2.configurationFile={log4j_config()}",
-            "-cp",
-            classpath(),
-            "org.apache.kafka.connect.mirror.MirrorMaker",
-            str(config),
-        ],
-        stdout=(workdir / "mm2.log").open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = start_mm2(config, workdir / "mm2.log")
     first_seen: float | None = None
-    with PeakRss([proc.pid]) as rss:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"MM2 exited early; see {workdir / 'mm2.log'}")
-            total = target_end_total(ctx["target"], remote, partitions)
-            if total and first_seen is None:
-                first_seen = time.monotonic()
-            if total >= ctx["records"]:
-                break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError("MM2 did not finish in time")
-    wall = time.monotonic() - started
-    steady = time.monotonic() - (first_seen or started)
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(60)
+    try:
+        with PeakRss([proc.pid]) as rss:
+            deadline = time.monotonic() + 900
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"MM2 exited early; see {workdir / 'mm2.log'}")
+                total = target_end_total(ctx["target"], remote, partitions)
+                if total and first_seen is None:
+                    first_seen = time.monotonic()
+                if total >= ctx["records"]:
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"MM2 did not finish in time; see {workdir / 'mm2.log'}")
+        wall = time.monotonic() - started
+        steady = time.monotonic() - (first_seen or started)
+    finally:
+        # Whatever happened, MM2 must not outlive its run (or the clusters).
+        stop_process_group(proc)
     copied = count_records(ctx["target"], remote, partitions)
     if copied < ctx["records"]:
         raise RuntimeError(f"MM2 copied {copied} of {ctx['records']} records")
@@ -485,6 +467,7 @@ def main() -> int:
             # partitions): a one-time cost per cluster, not part of any system's copy.
             txn = Producer({"bootstrap.servers": ctx["target"], "transactional.id": warm})
             txn.init_transactions(120)
+            del txn  # destroyed now, not after the clusters stop (it would log refusals)
         for repeat in range(args.repeats):
             for system in systems:
                 topic = f"bench-{system}-{repeat}-{int(time.time())}"

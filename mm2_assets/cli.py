@@ -65,7 +65,9 @@ def _spark_archive(args: argparse.Namespace) -> int:
 
 
 def _config_path(args: argparse.Namespace) -> Path:
-    from mm2_assets.definitions import default_config_path
+    # Not from mm2_assets.definitions: importing it loads $MM2_CONFIG, which may be broken
+    # when --config names another file.
+    from mm2_assets.mm2.config import default_config_path
 
     return Path(args.config) if args.config else default_config_path()
 

@@ -6,10 +6,6 @@ when unset. Loading only parses the file: no cluster needs to be reachable.
 
 from __future__ import annotations
 
-import os
-from importlib import resources
-from pathlib import Path
-
 import dagster as dg
 
 from mm2_assets.defs.automation import flow_automation
@@ -18,17 +14,7 @@ from mm2_assets.defs.replication.assets import replicated_topics_asset, source_t
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.topic_configs.assets import topic_configs_asset
-from mm2_assets.mm2.config import MM2Config, load_mm2_config
-
-CONFIG_ENV = "MM2_CONFIG"
-
-
-def default_config_path() -> Path:
-    """`$MM2_CONFIG`, else the packaged demo configuration."""
-    configured = os.environ.get(CONFIG_ENV)
-    if configured:
-        return Path(configured)
-    return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
+from mm2_assets.mm2.config import MM2Config, default_config_path, load_mm2_config
 
 
 def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:

@@ -18,7 +18,7 @@ import dagster as dg
 
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.sensors.topic_listener import current_topic_map
-from mm2_assets.mm2.config import FlowConfig, load_mm2_config
+from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig, load_mm2_config
 
 
 def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]:
@@ -45,7 +45,7 @@ def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
         *extra,
     ]
     print("$", " ".join(command[1:]), flush=True)
-    env = {**os.environ, "MM2_CONFIG": str(config_path)}
+    env = {**os.environ, CONFIG_ENV: str(config_path)}
     subprocess.run(command, env=env, check=True)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
+from mm2_assets_tests.kafka_helpers import mm2_properties
 
 
 @pytest.fixture(scope="session")
@@ -33,34 +34,27 @@ def backup(kafka_clusters: dict[str, LocalCluster]) -> str:
     return kafka_clusters["backup"].bootstrap_servers
 
 
-BASE_PROPERTIES = """\
-clusters = primary, backup
-primary.bootstrap.servers = {primary}
-backup.bootstrap.servers = {backup}
-primary->backup.enabled = true
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-"""
-
-
 @pytest.fixture(scope="session")
 def write_mm2_config(
     kafka_clusters: dict[str, LocalCluster], tmp_path_factory: pytest.TempPathFactory
 ):
-    """Write an mm2.properties for the test clusters plus `extra` lines; returns its path."""
+    """Write an mm2.properties for the test clusters plus `extra` lines; returns its path.
+
+    `aliases` names the two clusters (the first on `primary`'s brokers, the second on
+    `backup`'s); the flow between them, first to second, is enabled.
+    """
     directory = tmp_path_factory.mktemp("mm2-config")
     counter = iter(range(1_000_000))
 
-    def write(extra: str = "") -> Path:
+    def write(extra: str = "", *, aliases: tuple[str, str] = ("primary", "backup")) -> Path:
         path = directory / f"mm2-{next(counter)}.properties"
         path.write_text(
-            BASE_PROPERTIES.format(
-                primary=kafka_clusters["primary"].bootstrap_servers,
-                backup=kafka_clusters["backup"].bootstrap_servers,
+            mm2_properties(
+                kafka_clusters["primary"].bootstrap_servers,
+                kafka_clusters["backup"].bootstrap_servers,
+                extra,
+                aliases=aliases,
             )
-            + extra
         )
         return path
 

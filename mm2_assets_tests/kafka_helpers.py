@@ -7,7 +7,15 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -20,6 +28,39 @@ class Rec:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp: int
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Rec:
+        """The record a consumed (error-free) message carries."""
+        return cls(
+            partition=msg.partition(),
+            key=msg.key(),
+            value=msg.value(),
+            headers=tuple(msg.headers() or ()),
+            timestamp=msg.timestamp()[1],
+        )
+
+
+def mm2_properties(
+    primary: str,
+    backup: str,
+    extra: str = "",
+    *,
+    aliases: tuple[str, str] = ("primary", "backup"),
+) -> str:
+    """An mm2.properties text: one enabled flow `aliases[0]->aliases[1]` between the bootstrap
+    servers `primary` and `backup`, replication factors 1 (one-broker clusters), plus `extra`."""
+    source, target = aliases
+    return (
+        f"clusters = {source}, {target}\n"
+        f"{source}.bootstrap.servers = {primary}\n"
+        f"{target}.bootstrap.servers = {backup}\n"
+        f"{source}->{target}.enabled = true\n"
+        "replication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\n"
+    ) + extra
 
 
 def create_topic(
@@ -69,6 +110,23 @@ def produce(bootstrap: str, topic: str, records: Iterable[Rec]) -> None:
     assert remaining == 0 and not errors, f"produce failed: {errors[:3]}, {remaining} unsent"
 
 
+def create_filled_topic(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[Rec],
+    *,
+    partitions: int | None = None,
+    config: dict[str, str] | None = None,
+) -> Sequence[Rec]:
+    """Create `topic` (by default with as many partitions as `records` use) and produce
+    `records` to it, all acknowledged; returns `records`."""
+    if partitions is None:
+        partitions = 1 + max((r.partition for r in records), default=0)
+    create_topic(bootstrap, topic, partitions=partitions, config=config)
+    produce(bootstrap, topic, records)
+    return records
+
+
 def consume_all(
     bootstrap: str,
     topic: str,
@@ -89,12 +147,14 @@ def consume_all(
     )
     try:
         # Partitions with nothing in them never need reading; the rest end at EOF.
-        pending = {
-            p
-            for p in partitions
-            if consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] > 0
-        }
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        pending = set()
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                pending.add(p)
+        # From the log start, wherever retention or deleteRecords moved it (an explicit
+        # offset 0 below the log start would be reset by auto.offset.reset, to the end).
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         out: dict[int, list[Rec]] = {p: [] for p in partitions}
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
@@ -105,15 +165,7 @@ def consume_all(
                         pending.discard(msg.partition())
                         continue
                     raise KafkaException(error)
-                out[msg.partition()].append(
-                    Rec(
-                        partition=msg.partition(),
-                        key=msg.key(),
-                        value=msg.value(),
-                        headers=tuple(msg.headers() or ()),
-                        timestamp=msg.timestamp()[1],
-                    )
-                )
+                out[msg.partition()].append(Rec.from_message(msg))
         assert not pending, f"timed out reading {topic} partitions {sorted(pending)}"
         return out
     finally:

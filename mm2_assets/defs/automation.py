@@ -8,6 +8,7 @@ some asset modules are missing, still gets what applies.
 
 # No `from __future__ import annotations`: this module builds Dagster definitions.
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import dagster as dg
@@ -15,15 +16,19 @@ import dagster as dg
 from mm2_assets.defs.alerts.sensors import check_failure_alert_sensor, run_failure_alert_sensor
 from mm2_assets.defs.alerts.sinks import validate_alert_config
 from mm2_assets.defs.checks.checks import flow_health_checks, health_check_keys
-from mm2_assets.defs.sensors import driver_interval_seconds
 from mm2_assets.defs.sensors.group_listener import group_listener_sensor
-from mm2_assets.defs.sensors.replication_driver import (
-    checks_interval_seconds,
-    replication_driver_sensor,
-)
+from mm2_assets.defs.sensors.replication_driver import replication_driver_sensor
 from mm2_assets.defs.sensors.topic_listener import topic_listener_sensor
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import load_group_listener, load_topic_listener
+from mm2_assets.mm2.listeners import (
+    GROUP_LISTENER_CLASS_CONFIG,
+    TOPIC_LISTENER_CLASS_CONFIG,
+    GroupListener,
+    TopicListener,
+    load_group_listener,
+    load_topic_listener,
+)
+from mm2_assets.mm2.plugins import PluginLoadError
 
 AssetRef = dg.AssetsDefinition | dg.AssetSpec | dg.AssetKey | None
 
@@ -41,6 +46,21 @@ def _key(ref: AssetRef) -> dg.AssetKey | None:
     return ref.key
 
 
+def _validate_listener(
+    flow: FlowConfig,
+    key: str,
+    class_path: str,
+    load: Callable[[FlowConfig], TopicListener | GroupListener],
+) -> None:
+    """Construct, configure and close the listener its sensor will use; fail naming the key."""
+    try:
+        load(flow).close()
+    except PluginLoadError:
+        raise  # already names the key and the class
+    except Exception as exc:
+        raise ValueError(f"flow {flow.name}: {key}={class_path!r} does not work: {exc}") from exc
+
+
 def flow_automation(
     flow: FlowConfig,
     *,
@@ -54,8 +74,8 @@ def flow_automation(
     """The flow's sensors and checks. Assets may be given as definitions, specs or keys.
 
     Fails (ValueError / PluginLoadError naming the key) at definition time when an
-    `mm2assets.*` setting, a listener class or the alert sink does not work, rather than in
-    the first tick.
+    `mm2assets.*` setting, the listener class of a listener sensor built here or the alert
+    sink does not work, rather than in the first tick.
     """
     replicated_key = _key(replicated_topics)
     configs_key = _key(topic_configs)
@@ -63,16 +83,17 @@ def flow_automation(
     synced_key = _key(synced_group_offsets)
     heartbeats_key = _key(heartbeats)
 
-    # Validate settings and plugins now (their constructors and configure must work).
-    driver_interval_seconds(flow)
-    checks_interval_seconds(flow)
+    # Validate settings now; the driver and check intervals are parsed (and so validated) by
+    # replication_driver_sensor, which every flow gets below.
     validate_alert_config(flow)
-    for make in (load_topic_listener, load_group_listener):
-        make(flow).close()
 
     sensors: list[dg.SensorDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []
     if replicated_key is not None and partitions is not None:
+        # A listener is constructed (and so validated) only where its sensor is built.
+        _validate_listener(
+            flow, TOPIC_LISTENER_CLASS_CONFIG, flow.topic_listener_class, load_topic_listener
+        )
         sensors.append(
             topic_listener_sensor(
                 flow,
@@ -82,6 +103,9 @@ def flow_automation(
             )
         )
     if replicated_key is not None or checkpoints_key is not None:
+        _validate_listener(
+            flow, GROUP_LISTENER_CLASS_CONFIG, flow.group_listener_class, load_group_listener
+        )
         sensors.append(
             group_listener_sensor(
                 flow, checkpoints=checkpoints_key, synced_group_offsets=synced_key

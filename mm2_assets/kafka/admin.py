@@ -28,16 +28,20 @@ def admin_client(config: Mapping[str, str]) -> AdminClient:
     return AdminClient(dict(config))
 
 
-def list_topics(admin: AdminClient, *, cluster: str) -> dict[str, TopicInfo]:
-    """Every topic of the cluster (internal `__*` ones included) with its partition count."""
+def list_topics(
+    admin: AdminClient, *, cluster: str, topic: str | None = None
+) -> dict[str, TopicInfo]:
+    """Every topic of the cluster (internal `__*` ones included) with its partition count;
+    with `topic`, just that one (empty when it does not exist)."""
     try:
-        metadata = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        metadata = admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S)
     except KafkaException as exc:
-        raise KafkaAdminError(f"cannot list topics of cluster '{cluster}': {exc}") from exc
+        what = f"topic '{topic}'" if topic is not None else "topics"
+        raise KafkaAdminError(f"cannot list {what} of cluster '{cluster}': {exc}") from exc
     return {
-        name: TopicInfo(name, len(topic.partitions))
-        for name, topic in metadata.topics.items()
-        if topic.error is None
+        name: TopicInfo(name, len(meta.partitions))
+        for name, meta in metadata.topics.items()
+        if meta.error is None
     }
 
 
@@ -65,20 +69,18 @@ def ensure_topic(
         )
         try:
             futures[name].result(timeout=ADMIN_TIMEOUT_S)
+            return True
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise KafkaAdminError(
                     f"cannot create topic '{name}' on cluster '{cluster}' "
                     f"({partitions} partitions, replication factor {replication_factor}): {exc}"
                 ) from exc
-            return ensure_topic(
-                admin,
-                name,
-                partitions=partitions,
-                replication_factor=replication_factor,
-                cluster=cluster,
-            )
-        return True
+        # Created meanwhile by someone else: it may still need to grow. Not visible in the
+        # metadata yet means just created, with partitions of the creator's choosing.
+        current = list_topics(admin, cluster=cluster, topic=name).get(name)
+        if current is None:
+            return False
     if current.partitions < partitions:
         futures = admin.create_partitions([NewPartitions(name, partitions)])
         try:

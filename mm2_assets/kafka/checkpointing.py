@@ -41,15 +41,15 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import KafkaAdminError, admin_client, ensure_topic
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
 from mm2_assets.kafka.replication_plan import COMPACTED
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_to_end
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
     OffsetSyncStore,
-    checkpoints_for_group,
+    checkpoint_is_more_recent,
     translate_checkpoint,
 )
 from mm2_assets.mm2.selection import should_checkpoint_group, should_checkpoint_topic
-from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition, WireFormatError
+from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -150,10 +150,12 @@ def _offsets_from(partitions: Iterable[KafkaTopicPartition]) -> GroupOffsets:
 
 def list_group_offsets(
     admin: AdminClient, groups: Iterable[str], *, cluster: str, timeout: float
-) -> dict[str, GroupOffsets]:
-    """Committed offsets of each group (one request per group, all in flight at once).
+) -> tuple[dict[str, GroupOffsets], dict[str, str]]:
+    """Committed offsets of each group (one request per group, all in flight at once):
+    (offsets by group, error by group).
 
-    A group whose offsets cannot be read is logged and left out (MM2 logs and skips it too).
+    A group whose offsets cannot be read is logged and left out of the offsets (MM2 logs and
+    skips it too); the reason is in the errors.
     """
 
     def request(group: str) -> Future:
@@ -164,13 +166,15 @@ def list_group_offsets(
     # librdkafka takes one group per request; sending them all first overlaps the trips.
     futures = {group: request(group) for group in groups}
     out: dict[str, GroupOffsets] = {}
+    errors: dict[str, str] = {}
     for group, future in futures.items():
         try:
             result = _result(future, partial(request, group), timeout=timeout)
             out[group] = _offsets_from(result.topic_partitions or [])
         except KafkaException as exc:
             log.error("cannot read offsets of group '%s' on '%s': %s", group, cluster, exc)
-    return out
+            errors[group] = str(exc)
+    return out, errors
 
 
 def find_checkpoint_groups(flow: FlowConfig) -> dict[str, GroupOffsets]:
@@ -189,7 +193,10 @@ def find_checkpoint_groups(flow: FlowConfig) -> dict[str, GroupOffsets]:
             for g in list_consumer_groups(admin, cluster=flow.source.alias, timeout=timeout)
             if group_filter.should_replicate_group(g)
         ]
-        offsets = list_group_offsets(admin, candidates, cluster=flow.source.alias, timeout=timeout)
+        # Groups that cannot be read are logged there and not checkpointed this pass.
+        offsets, _ = list_group_offsets(
+            admin, candidates, cluster=flow.source.alias, timeout=timeout
+        )
         return {
             group: committed
             for group, committed in sorted(offsets.items())
@@ -230,19 +237,14 @@ def read_checkpoints(
     """
     wanted = None if groups is None else set(groups)
     out: LatestCheckpoints = {}
-    skipped = 0
-    for msg in read_to_end(
-        consumer_config, topic, partitions=[CHECKPOINTS_PARTITION], timeout=timeout
+    for checkpoint in read_decoded(
+        consumer_config,
+        topic,
+        Checkpoint.from_record,
+        what="checkpoints",
+        partitions=[CHECKPOINTS_PARTITION],
+        timeout=timeout,
     ):
-        if msg.value() is None:
-            continue
-        try:
-            checkpoint = Checkpoint.from_record(msg.key(), msg.value())
-        except WireFormatError as exc:
-            skipped += 1
-            if skipped <= 3:
-                log.warning("skipping offset %d of %s: %s", msg.offset(), topic, exc)
-            continue
         if wanted is not None and checkpoint.consumer_group_id not in wanted:
             continue
         out.setdefault(checkpoint.consumer_group_id, {})[checkpoint.topic_partition] = checkpoint
@@ -354,7 +356,8 @@ def plan_checkpoints(
     store: OffsetSyncStore,
     previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
 ) -> dict[str, GroupCheckpoints]:
-    """The checkpoints each group needs now (pure: no I/O), per `checkpoints_for_group`.
+    """The checkpoints each group needs now (pure: no I/O), as `checkpoints_for_group`
+    (MirrorCheckpointTask.checkpointsForGroup) computes them.
 
     `previous` holds the latest checkpoints already on the target; a checkpoint is only
     planned when MM2's `checkpointIsMoreRecent` rule allows it, so they never go backwards.
@@ -369,21 +372,12 @@ def plan_checkpoints(
                 for tp, offset in committed.items()
                 if should_checkpoint_topic(tp[0], topic_filter=topic_filter)
             }
-            emitted = checkpoints_for_group(
-                group,
-                relevant,
-                store=store,
-                source_alias=flow.source.alias,
-                target_alias=flow.target.alias,
-                policy=policy,
-                topic_filter=topic_filter,
-                previous=previous.get(group),
-            )
-            # Only for metadata: which partitions had nothing to translate with.
-            untranslated = [
-                TopicPartition(*tp)
-                for tp, offset in sorted(relevant.items())
-                if translate_checkpoint(
+            # checkpoints_for_group's loop, inlined to also record (for metadata) the
+            # partitions that had nothing to translate with, translating each partition once.
+            emitted: dict[TopicPartition, Checkpoint] = {}
+            untranslated: list[TopicPartition] = []
+            for tp, offset in sorted(relevant.items()):
+                checkpoint = translate_checkpoint(
                     group,
                     tp,
                     offset,
@@ -392,8 +386,10 @@ def plan_checkpoints(
                     target_alias=flow.target.alias,
                     policy=policy,
                 )
-                is None
-            ]
+                if checkpoint is None:
+                    untranslated.append(TopicPartition(*tp))
+                elif checkpoint_is_more_recent(checkpoint, previous.get(group)):
+                    emitted[checkpoint.topic_partition] = checkpoint
             planned[group] = GroupCheckpoints(group, len(relevant), emitted, untranslated)
         return planned
     finally:
@@ -600,7 +596,9 @@ def sync_group_offsets(
     admin = admin_client(flow.client_config("target", "admin"))
     states = describe_group_states(admin, checkpoints, cluster=flow.target.alias, timeout=timeout)
     idle = [g for g in sorted(checkpoints) if states[g] == ConsumerGroupState.EMPTY]
-    target_offsets = list_group_offsets(admin, idle, cluster=flow.target.alias, timeout=timeout)
+    target_offsets, read_errors = list_group_offsets(
+        admin, idle, cluster=flow.target.alias, timeout=timeout
+    )
 
     pending: dict[str, tuple[Future, Callable[[], Future], GroupOffsetSync, dict]] = {}
     for group in sorted(checkpoints):
@@ -611,7 +609,11 @@ def sync_group_offsets(
             sync.outcome = "skipped_active"
             continue
         if state == ConsumerGroupState.EMPTY and group not in target_offsets:
-            sync.outcome, sync.error = "failed", "cannot read the group's offsets on the target"
+            sync.outcome = "failed"
+            sync.error = (
+                f"cannot read the offsets of group '{group}' on '{flow.target.alias}': "
+                f"{read_errors.get(group, 'no answer')}"
+            )
             continue
         write, sync.skipped_ahead, sync.up_to_date = offsets_to_sync(
             checkpoints[group], target_offsets.get(group)

@@ -21,14 +21,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.admin import TopicInfo, admin_client, ensure_topic, list_topics
 from mm2_assets.kafka.replication_plan import COMPACTED
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_to_end
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
-from mm2_assets.mm2.selection import all_sources, count_hops, is_remote_topic
-from mm2_assets.mm2.wire import Heartbeat, WireFormatError
+from mm2_assets.mm2.selection import all_sources, count_hops
+from mm2_assets.mm2.wire import Heartbeat
 
 HEARTBEATS_PARTITION = 0
 """MM2 writes every heartbeat to partition 0."""
@@ -55,17 +56,28 @@ def heartbeats_topic(flow: FlowConfig) -> str:
     return flow.replication_policy().heartbeats_topic()
 
 
-def emit_heartbeat(flow: FlowConfig, *, now_ms: int | None = None) -> HeartbeatEmission:
-    """Write one `Heartbeat(source, target, now)` to the heartbeats topic on the target."""
+def emit_heartbeat(
+    flow: FlowConfig,
+    *,
+    now_ms: int | None = None,
+    admin: AdminClient | None = None,
+    existing: Mapping[str, TopicInfo] | None = None,
+) -> HeartbeatEmission:
+    """Write one `Heartbeat(source, target, now)` to the heartbeats topic on the target.
+
+    `admin` and `existing` (the target's admin client and topics) let a caller that lists the
+    target anyway spare this a second listing.
+    """
     topic = heartbeats_topic(flow)
     timeout = flow.admin_timeout_ms / 1000.0
     created = ensure_topic(
-        admin_client(flow.client_config("target", "admin")),
+        admin if admin is not None else admin_client(flow.client_config("target", "admin")),
         topic,
         partitions=1,
         replication_factor=flow.heartbeats_topic_replication_factor,
         config=COMPACTED,
         cluster=flow.target.alias,
+        existing=existing,
     )
     timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
     heartbeat = Heartbeat(flow.source.alias, flow.target.alias, timestamp)
@@ -95,17 +107,13 @@ def read_heartbeats(
 ) -> list[Heartbeat]:
     """Every heartbeat in `topic` (any partition), oldest first per partition.
 
-    Records that do not decode as heartbeats are skipped.
+    Records that do not decode as heartbeats are skipped with a warning (`read_decoded`).
     """
-    out: list[Heartbeat] = []
-    for msg in read_to_end(consumer_config, topic, timeout=timeout):
-        if msg.value() is None:
-            continue
-        try:
-            out.append(Heartbeat.from_record(msg.key(), msg.value()))
-        except WireFormatError:
-            continue
-    return out
+    return list(
+        read_decoded(
+            consumer_config, topic, Heartbeat.from_record, what="heartbeats", timeout=timeout
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,36 +145,6 @@ def heartbeat_topics(
     return {t for t in _topics(cluster_config, cluster) if pol.is_heartbeats_topic(t)}
 
 
-def checkpoint_topics(
-    cluster_config: Mapping[str, str],
-    *,
-    policy: ReplicationPolicy | None = None,
-    cluster: str = "cluster",
-) -> set[str]:
-    """The cluster's checkpoints topics. Java: `MirrorClient.checkpointTopics`."""
-    pol = _policy(policy)
-    return {t for t in _topics(cluster_config, cluster) if pol.is_checkpoints_topic(t)}
-
-
-def remote_topics(
-    cluster_config: Mapping[str, str],
-    source: str | None = None,
-    *,
-    policy: ReplicationPolicy | None = None,
-    cluster: str = "cluster",
-) -> set[str]:
-    """Replicated topics on the cluster, optionally only those from `source`.
-
-    Java: `MirrorClient.remoteTopics()` / `remoteTopics(source)`.
-    """
-    pol = _policy(policy)
-    return {
-        t
-        for t in _topics(cluster_config, cluster)
-        if is_remote_topic(t, policy=pol) and (source is None or pol.topic_source(t) == source)
-    }
-
-
 def hops_by_upstream(
     heartbeat_topic_names: Iterable[str], policy: ReplicationPolicy
 ) -> dict[str, int]:
@@ -195,10 +173,8 @@ def upstream_clusters(
     Java: `MirrorClient.upstreamClusters` (`allSources` of every heartbeats topic).
     """
     pol = _policy(policy)
-    sources: set[str] = set()
-    for topic in heartbeat_topics(cluster_config, policy=pol, cluster=cluster):
-        sources |= all_sources(topic, policy=pol)
-    return sources
+    # Every alias allSources finds is one countHopsForTopic reaches: the same set.
+    return set(hops_by_upstream(heartbeat_topics(cluster_config, policy=pol, cluster=cluster), pol))
 
 
 def replication_hops(

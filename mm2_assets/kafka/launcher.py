@@ -155,6 +155,16 @@ def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout
     """Wait until the broker answers a metadata request, or fail with its log."""
     from confluent_kafka.admin import AdminClient  # heavy import, only when starting
 
+    # One client for every poll: it reconnects by itself while the broker comes up, with
+    # its reconnect back-off capped so readiness is seen within a poll of it.
+    admin = AdminClient(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "log_level": 0,
+            "reconnect.backoff.max.ms": 300,
+        }
+    )
+    last_error = "no answer yet"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -165,19 +175,17 @@ def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout
         try:
             with socket.create_connection(("127.0.0.1", cluster.port), timeout=1):
                 pass
-        except OSError:
-            time.sleep(0.3)
-            continue
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
-        try:
             metadata = admin.list_topics(timeout=5)
             if metadata.brokers:
                 return
-        except Exception:  # a broker still starting answers with errors
-            time.sleep(0.3)
+            last_error = "metadata lists no brokers"
+        except Exception as exc:  # a broker still starting refuses or answers with errors
+            last_error = f"{type(exc).__name__}: {exc}"
+        time.sleep(0.3)
     raise LauncherError(
         f"Kafka cluster '{cluster.alias}' did not answer metadata on {cluster.bootstrap_servers} "
-        f"within {timeout:.0f}s; last log lines:\n{_log_tail(Path(cluster.log_file))}"
+        f"within {timeout:.0f}s (last error: {last_error}); last log lines:\n"
+        f"{_log_tail(Path(cluster.log_file))}"
     )
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.checkpointing import read_checkpoints
 from mm2_assets.kafka.heartbeats import (
-    checkpoint_topics,
     heartbeat_topics,
     replication_hops,
     upstream_clusters,
@@ -38,7 +37,6 @@ from mm2_assets.mm2.policy import (
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
 
 __all__ = [
-    "checkpoint_topics",
     "heartbeat_topics",
     "policy_for",
     "register_cli",

@@ -21,7 +21,7 @@ from mm2_assets.kafka.admin import (
     list_topics,
     start_offsets,
 )
-from mm2_assets.kafka.topic_config_sync import describe_topic_configs
+from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_remote_topics
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_topic
@@ -73,14 +73,23 @@ def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
 
 
 def read_progress(flow: FlowConfig) -> dict[tuple[str, int], Progress]:
-    """The committed progress of every partition of the flow (latest record per key)."""
+    """The committed progress of every partition of the flow (latest record per key).
+
+    A malformed record raises ValueError naming the topic, partition and offset: unlike the
+    MM2-format topics, skipping one could restart a partition from its log start.
+    """
+    topic = progress_topic(flow.source.alias)
     out: dict[tuple[str, int], Progress] = {}
-    for msg in read_to_end(
-        flow.client_config("target", "consumer"), progress_topic(flow.source.alias)
-    ):
+    for msg in read_to_end(flow.client_config("target", "consumer"), topic):
         if msg.value() is None:
             continue
-        progress = Progress.from_record(msg.key(), msg.value())
+        try:
+            progress = Progress.from_record(msg.key(), msg.value())
+        except ValueError as exc:
+            raise ValueError(
+                f"progress topic '{topic}' on '{flow.target.alias}', partition "
+                f"{msg.partition()} offset {msg.offset()}: {exc}"
+            ) from exc
         if progress.flow == flow.name:
             out[(progress.topic, progress.partition)] = progress
     return out
@@ -137,42 +146,51 @@ def plan_replication(
     plan = ReplicationPlan(flow=flow.name)
     source_admin = admin_client(flow.client_config("source", "admin"))
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
-    selected = flow.remote_topics(source_topics)
-    for topic in topics:
-        if topic not in source_topics:
-            plan.skipped[topic] = f"topic does not exist on '{flow.source.alias}'"
-        elif topic not in selected:
-            plan.skipped[topic] = "not selected by the topic filter / replication policy"
-        else:
-            plan.remote_topics[topic] = selected[topic]
+    plan.remote_topics, plan.skipped = select_remote_topics(flow, topics, source_topics)
     if not plan.remote_topics:
         return plan
 
     target_admin = admin_client(flow.client_config("target", "admin"))
     target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    # New remote topics start with the source's replicable configs (compaction, retention),
+    # as MM2 creates them; later changes are the topic_configs asset's job. Without those
+    # configs a topic is not created (nor copied): broker defaults could turn a compacted
+    # topic into a deleting one.
+    missing = [t for t, remote in plan.remote_topics.items() if remote not in target_topics]
+    source_configs, errors = describe_topic_configs(
+        source_admin, missing, timeout=flow.admin_timeout_ms / 1000
+    )
+    for topic in missing:
+        if topic not in source_configs:
+            error = errors.get(topic, "no answer")
+            plan.skipped[topic] = (
+                f"cannot describe the configs of '{topic}' on '{flow.source.alias}' to "
+                f"create '{plan.remote_topics.pop(topic)}' on '{flow.target.alias}': {error}"
+            )
+    if not plan.remote_topics:
+        return plan
+
     plan.created.extend(
         ensure_internal_topics(
             flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
         )
     )
-    # New remote topics start with the source's replicable configs (compaction, retention),
-    # as MM2 creates them; later changes are the topic_configs asset's job.
-    missing = [t for t, remote in plan.remote_topics.items() if remote not in target_topics]
-    source_configs, _ = describe_topic_configs(
-        source_admin, missing, timeout=flow.admin_timeout_ms / 1000
-    )
     config_filter = flow.config_property_filter()
-    for topic, remote in plan.remote_topics.items():
-        if ensure_topic(
-            target_admin,
-            remote,
-            partitions=source_topics[topic].partitions,
-            replication_factor=flow.replication_factor,
-            config=creation_configs(source_configs.get(topic, []), config_filter),
-            cluster=flow.target.alias,
-            existing=target_topics,
-        ):
-            plan.created.append(f"{flow.target.alias}:{remote}")
+    try:
+        for topic, remote in plan.remote_topics.items():
+            if ensure_topic(
+                target_admin,
+                remote,
+                partitions=source_topics[topic].partitions,
+                replication_factor=flow.replication_factor,
+                # Only used when `remote` is missing, and then described above.
+                config=creation_configs(source_configs.get(topic, []), config_filter),
+                cluster=flow.target.alias,
+                existing=target_topics,
+            ):
+                plan.created.append(f"{flow.target.alias}:{remote}")
+    finally:
+        config_filter.close()
 
     progress = read_progress(flow)
     ends = end_offsets(

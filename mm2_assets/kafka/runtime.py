@@ -43,12 +43,23 @@ def require_tool(name: str, purpose: str) -> str:
     return path
 
 
-def java_executable() -> str:
-    """The `java` used to run brokers and MM2 (`$JAVA_HOME/bin/java` when set)."""
+def find_java() -> str | None:
+    """`$JAVA_HOME/bin/java` when it exists, else the `java` on PATH, else None.
+
+    The same choice Spark's launcher makes, so brokers, MM2 and the Spark driver share a JVM.
+    """
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").exists():
         return str(Path(java_home) / "bin" / "java")
-    return require_tool("java", "run the local Kafka brokers")
+    return shutil.which("java")
+
+
+def java_executable() -> str:
+    """The `java` used to run brokers and MM2 (`find_java`); fails saying how to get one."""
+    java = find_java()
+    if java is None:
+        return require_tool("java", "run the local Kafka brokers")
+    return java
 
 
 def ensure_runtime(version: str = KAFKA_VERSION) -> Path:

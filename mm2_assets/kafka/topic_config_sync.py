@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
-from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.admin import TopicInfo, admin_client, ensure_topic, list_topics
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.filters import ConfigPropertyFilter
 from mm2_assets.mm2.topic_configs import (
@@ -127,6 +127,28 @@ def describe_topic_configs(
     return out, errors
 
 
+def select_remote_topics(
+    flow: FlowConfig, topics: Iterable[str], source_topics: Mapping[str, TopicInfo]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(remote topic by source topic, skip reason by source topic) for the requested `topics`.
+
+    The flow's topic filter and replication policy decide anew: a topic requested by an older
+    config or by hand is left alone if the flow no longer selects it. `source_topics` is the
+    source cluster's current listing.
+    """
+    selected = flow.remote_topics(source_topics)
+    remotes: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    for topic in topics:
+        if topic not in source_topics:
+            skipped[topic] = f"topic does not exist on '{flow.source.alias}'"
+        elif topic not in selected:
+            skipped[topic] = "not selected by the topic filter / replication policy"
+        else:
+            remotes[topic] = selected[topic]
+    return remotes, skipped
+
+
 def alter_incremental(
     admin: AdminClient, plans: Mapping[str, ConfigPlan], *, timeout: float
 ) -> tuple[set[str], dict[str, str]]:
@@ -210,15 +232,7 @@ def _sync(
     source_admin = admin_client(flow.client_config("source", "admin"))
     target_admin = admin_client(flow.client_config("target", "admin"))
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
-    selected = flow.remote_topics(source_topics)
-    remotes: dict[str, str] = {}
-    for topic in topics:
-        if topic not in source_topics:
-            result.skipped[topic] = f"topic does not exist on '{flow.source.alias}'"
-        elif topic not in selected:
-            result.skipped[topic] = "not selected by the topic filter / replication policy"
-        else:
-            remotes[topic] = selected[topic]
+    remotes, result.skipped = select_remote_topics(flow, topics, source_topics)
     if not remotes:
         return result
 

@@ -6,12 +6,22 @@ need every committed record present when the read started, and nothing later.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from mm2_assets.mm2.wire import WireFormatError
+
+log = logging.getLogger(__name__)
+
 READ_TIMEOUT_S = 60.0
+_LOGGED_UNDECODABLE = 3
+"""Undecodable records logged one by one per read; the rest only counted."""
+
+T = TypeVar("T")
 
 
 class TopicReadError(RuntimeError):
@@ -90,3 +100,43 @@ def read_to_end(
                         ends.pop(tp.partition, None)
     finally:
         consumer.close()
+
+
+def read_decoded(
+    consumer_config: Mapping[str, str],
+    topic: str,
+    decode: Callable[[bytes | None, bytes], T],
+    *,
+    what: str,
+    partitions: Iterable[int] | None = None,
+    timeout: float = READ_TIMEOUT_S,
+) -> Iterator[T]:
+    """`read_to_end`, decoded: every record of `topic` through `decode(key, value)`.
+
+    Tombstones are skipped silently. Records `decode` rejects with WireFormatError are
+    skipped with a warning naming the topic (the first few one by one, then a count): MM2's
+    KafkaBasedLog would stop on them, but one stray record must not stop a control-plane pass.
+    `what` names the expected records in the warnings ("offset syncs", "heartbeats").
+    """
+    skipped = 0
+    for msg in read_to_end(consumer_config, topic, partitions=partitions, timeout=timeout):
+        value = msg.value()
+        if value is None:
+            continue
+        try:
+            decoded = decode(msg.key(), value)
+        except WireFormatError as exc:
+            skipped += 1
+            if skipped <= _LOGGED_UNDECODABLE:
+                log.warning(
+                    "skipping offset %d of %s-%d (not %s): %s",
+                    msg.offset(),
+                    topic,
+                    msg.partition(),
+                    what,
+                    exc,
+                )
+            continue
+        yield decoded
+    if skipped:
+        log.warning("skipped %d records of %s that are not %s", skipped, topic, what)

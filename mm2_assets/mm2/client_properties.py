@@ -730,6 +730,15 @@ def _translate_oauthbearer(
 # ---------------------------------------------------------------------------------------------
 
 
+def is_client_config_name(name: str) -> bool:
+    """Whether `name` is one of MirrorClientConfig's client settings (bootstrap + security).
+
+    These are the bare cluster settings MM2 hands to every client of a cluster; everything else
+    must be set under `admin.`/`consumer.`/`producer.`. `mm2_assets.mm2.config` re-exports it.
+    """
+    return name in ("bootstrap.servers", "security.protocol") or name.startswith(("ssl.", "sasl."))
+
+
 def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
     """Translate Java client properties for a `role` client into librdkafka configuration.
 
@@ -777,7 +786,7 @@ def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
         )
 
     for key, value in props.items():
-        if key in ("security.protocol", "bootstrap.servers") or key.startswith(("ssl.", "sasl.")):
+        if is_client_config_name(key):  # translated above
             continue
         if key.startswith(RDKAFKA_PASSTHROUGH_PREFIX):
             out[key.removeprefix(RDKAFKA_PASSTHROUGH_PREFIX)] = value

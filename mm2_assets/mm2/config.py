@@ -25,10 +25,11 @@ Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
 
 from __future__ import annotations
 
-import importlib
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -39,6 +40,7 @@ from mm2_assets.mm2.client_properties import (
     ClientTranslation,
     FrozenMapping,
     Role,
+    is_client_config_name,
     is_secret_key,
     mask,
     translate,
@@ -57,19 +59,26 @@ from mm2_assets.mm2.filters import (
     GroupFilter,
     TopicFilter,
     compile_pattern_list,
+    full_match,
     load_config_property_filter,
     load_group_filter,
     load_topic_filter,
     parse_list,
 )
+from mm2_assets.mm2.listeners import GroupListener, TopicListener
 from mm2_assets.mm2.policy import (
     REPLICATION_POLICY_CLASS_DEFAULT,
     ReplicationPolicy,
     load_replication_policy,
 )
-from mm2_assets.mm2.selection import remote_topic_map
+from mm2_assets.mm2.selection import (
+    HEARTBEATS_REPLICATION_ENABLED_CONFIG,
+    HEARTBEATS_REPLICATION_ENABLED_DEFAULT,
+    remote_topic_map,
+)
 
 __all__ = [
+    "CONFIG_ENV",
     "FLOW_DEFAULTS",
     "ClusterConfig",
     "FlowConfig",
@@ -78,6 +87,7 @@ __all__ = [
     "MM2ConfigError",
     "RegexList",
     "build_mm2_config",
+    "default_config_path",
     "is_client_config_name",
     "is_secret_key",
     "load_mm2_config",
@@ -88,6 +98,8 @@ __all__ = [
 
 Side: TypeAlias = Literal["source", "target"]
 
+# The environment variable naming the configuration file the Dagster code location loads.
+CONFIG_ENV = "MM2_CONFIG"
 CLUSTERS_KEY = "clusters"
 DEFAULT_TOPIC_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpTopicListener"
 DEFAULT_GROUP_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpGroupListener"
@@ -130,6 +142,7 @@ FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping(
         "sync.group.offsets.interval.seconds": "60",
         "emit.heartbeats.enabled": "true",
         "emit.heartbeats.interval.seconds": "1",
+        HEARTBEATS_REPLICATION_ENABLED_CONFIG: str(HEARTBEATS_REPLICATION_ENABLED_DEFAULT).lower(),
         "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
         "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
         "config.property.filter.class": (
@@ -293,7 +306,7 @@ class RegexList:
 
     def matches(self, name: str) -> bool:
         """Whether `name` is fully matched by one of the entries."""
-        return self.pattern is not None and self.pattern.fullmatch(name) is not None
+        return full_match(self.pattern, name)
 
     def __str__(self) -> str:
         """The list as written."""
@@ -302,15 +315,6 @@ class RegexList:
     def __repr__(self) -> str:
         """Compact: the list as written."""
         return f"RegexList({self.text!r})"
-
-
-def is_client_config_name(name: str) -> bool:
-    """Whether `name` is one of MirrorClientConfig's client settings (bootstrap + security).
-
-    These are the bare cluster settings MM2 hands to every client of a cluster; everything else
-    must be set under `admin.`/`consumer.`/`producer.`.
-    """
-    return name in ("bootstrap.servers", "security.protocol") or name.startswith(("ssl.", "sasl."))
 
 
 def _strip_prefix(props: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -418,6 +422,7 @@ class FlowConfig:
     sync_group_offsets_interval_seconds: int
     emit_heartbeats_enabled: bool
     emit_heartbeats_interval_seconds: int
+    heartbeats_replication_enabled: bool
     topic_filter_class: str
     group_filter_class: str
     config_property_filter_class: str
@@ -489,11 +494,6 @@ class FlowConfig:
         """librdkafka configuration of a `role` client on `side` for this flow."""
         return self.client_translation(side, role).as_dict()
 
-    def plugin_class(self, key: str) -> type[Any]:
-        """Import the class configured under `key` (e.g. `topic.filter.class`) via plugins."""
-        base = _expected_base(key)
-        return plugins.load_class(key, getattr(self, _field_name(key)), base)
-
     def replication_policy(self) -> ReplicationPolicy:
         """A new replication policy configured from this flow's properties."""
         return load_replication_policy(self.properties)
@@ -510,10 +510,7 @@ class FlowConfig:
             target_alias=self.target.alias,
             policy=self.replication_policy(),
             topic_filter=self.topic_filter(),
-            heartbeats_replication_enabled=(
-                self.properties.get("heartbeats.replication.enabled", "true").strip().lower()
-                == "true"
-            ),
+            heartbeats_replication_enabled=self.heartbeats_replication_enabled,
         )
 
     def topic_filter(self) -> TopicFilter:
@@ -564,6 +561,7 @@ _FLOW_SETTINGS: tuple[tuple[str, _Kind, tuple[str, ...]], ...] = (
     ("sync.group.offsets.interval.seconds", "interval", ()),
     ("emit.heartbeats.enabled", "bool", ()),
     ("emit.heartbeats.interval.seconds", "interval", ()),
+    (HEARTBEATS_REPLICATION_ENABLED_CONFIG, "bool", ()),
     ("topic.filter.class", "class", ()),
     ("group.filter.class", "class", ()),
     ("config.property.filter.class", "class", ()),
@@ -575,33 +573,19 @@ _FLOW_SETTINGS: tuple[tuple[str, _Kind, tuple[str, ...]], ...] = (
 # Minimums MM2 enforces (tasks.max: ConnectorConfig atLeast(1)) or that make the value usable.
 _INT_MINIMUMS = {"offset.lag.max": 0, "tasks.max": 1}
 
-# Where each pluggable class's base lives; imported lazily so a module still being written by
-# someone else (listeners) does not break loading configs that do not use it.
-_PLUGIN_BASES = {
-    "replication.policy.class": ("mm2_assets.mm2.policy", "ReplicationPolicy"),
-    "topic.filter.class": ("mm2_assets.mm2.filters", "TopicFilter"),
-    "group.filter.class": ("mm2_assets.mm2.filters", "GroupFilter"),
-    "config.property.filter.class": ("mm2_assets.mm2.filters", "ConfigPropertyFilter"),
-    "topic.listener.class": ("mm2_assets.mm2.listeners", "TopicListener"),
-    "group.listener.class": ("mm2_assets.mm2.listeners", "GroupListener"),
+# The base class a plugin configured under each `*.class` setting must extend.
+_PLUGIN_BASES: Mapping[str, type] = {
+    "replication.policy.class": ReplicationPolicy,
+    "topic.filter.class": TopicFilter,
+    "group.filter.class": GroupFilter,
+    "config.property.filter.class": ConfigPropertyFilter,
+    "topic.listener.class": TopicListener,
+    "group.listener.class": GroupListener,
 }
 
 
 def _field_name(key: str) -> str:
     return key.replace(".", "_").replace("-", "_")
-
-
-def _expected_base(key: str) -> type | None:
-    """The base class plugins for `key` must extend, or None if its module does not exist yet."""
-    module_name, class_name = _PLUGIN_BASES[key]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-    base = getattr(module, class_name, None)
-    return base if isinstance(base, type) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -687,7 +671,7 @@ class _Builder:
         default = FLOW_DEFAULTS[setting]
         if plugins.resolve_class_path(value) != plugins.resolve_class_path(default):
             try:
-                plugins.load_class(key, value, _expected_base(setting))
+                plugins.load_class(key, value, _PLUGIN_BASES[setting])
             except plugins.PluginLoadError as exc:
                 reason = str(exc).removeprefix(f"{key}={value!r}: ")
                 raise self.error(f"class does not load: {reason}", key, value) from exc
@@ -978,6 +962,14 @@ def load_mm2_config(path: str | Path, *, environ: Mapping[str, str] | None = Non
         ) from exc
     props = parse_java_properties(text, str(file_path))
     return build_mm2_config(props, str(file_path), environ=environ, source_path=file_path)
+
+
+def default_config_path() -> Path:
+    """`$MM2_CONFIG`, else the packaged demo configuration (two local clusters)."""
+    configured = os.environ.get(CONFIG_ENV)
+    if configured:
+        return Path(configured)
+    return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
 
 
 def flow_setting_keys() -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.filters import FilterConfigError, parse_list
 
 CONFIG_PROVIDERS_KEY = "config.providers"
 
@@ -190,12 +191,6 @@ def find_variables(value: str) -> list[ConfigVariable]:
     ]
 
 
-def _list(value: str) -> list[str]:
-    # Kafka LIST type: trimmed, comma separated, empty string = empty list.
-    value = value.strip()
-    return [item.strip() for item in value.split(",")] if value else []
-
-
 def load_providers(
     props: Mapping[str, str], environ: Mapping[str, str] | None = None
 ) -> dict[str, ConfigProvider]:
@@ -204,33 +199,34 @@ def load_providers(
     `environ` replaces the process environment for the env provider (tests, sandboxes).
     """
     providers: dict[str, ConfigProvider] = {}
-    for name in _list(props.get(CONFIG_PROVIDERS_KEY, "")):
-        if not name:
-            raise ConfigProviderError("empty provider name", CONFIG_PROVIDERS_KEY)
+    try:
+        names = parse_list(CONFIG_PROVIDERS_KEY, props.get(CONFIG_PROVIDERS_KEY, ""))
+    except FilterConfigError as exc:  # an empty or repeated provider name
+        raise ConfigProviderError(str(exc), CONFIG_PROVIDERS_KEY) from exc
+    for name in names:
         class_key = f"{CONFIG_PROVIDERS_KEY}.{name}.class"
         class_path = props.get(class_key, "").strip()
         if not class_path:
             raise ConfigProviderError(f"provider {name!r} is declared but has no class", class_key)
-        provider: ConfigProvider
-        if class_path in JAVA_PROVIDER_CLASSES:
-            provider_class = JAVA_PROVIDER_CLASSES[class_path]
-            if provider_class is EnvVarConfigProvider:
-                provider = EnvVarConfigProvider(environ)
-            else:
-                provider = provider_class()
-        else:
-            try:
-                provider = plugins.load_class(class_key, class_path, ConfigProvider)()
-            except plugins.PluginLoadError as exc:
-                raise ConfigProviderError(str(exc), class_key) from exc
         param_prefix = f"{CONFIG_PROVIDERS_KEY}.{name}.param."
         params = {
             key.removeprefix(param_prefix): value
             for key, value in props.items()
             if key.startswith(param_prefix)
         }
+        provider: ConfigProvider
         try:
-            provider.configure(params)
+            if class_path in JAVA_PROVIDER_CLASSES:
+                provider_class = JAVA_PROVIDER_CLASSES[class_path]
+                if provider_class is EnvVarConfigProvider:
+                    provider = EnvVarConfigProvider(environ)
+                else:
+                    provider = provider_class()
+                provider.configure(params)
+            else:
+                provider = plugins.instantiate(class_key, class_path, ConfigProvider, params)
+        except plugins.PluginLoadError as exc:
+            raise ConfigProviderError(str(exc), class_key) from exc
         except ConfigProviderError as exc:
             raise ConfigProviderError(exc.reason, class_key) from exc
         providers[name] = provider

@@ -80,7 +80,9 @@ def compile_pattern_list(key: str, value: str | Sequence[str]) -> re.Pattern[str
         raise FilterConfigError(f"{key}={value!r}: invalid regular expression ({exc})") from exc
 
 
-def _full_match(pattern: re.Pattern[str] | None, name: str) -> bool:
+def full_match(pattern: re.Pattern[str] | None, name: str) -> bool:
+    """Whether `pattern` (from `compile_pattern_list`; None matches nothing) matches all of
+    `name`, as Java's `Pattern.matcher(name).matches()`."""
     return pattern is not None and pattern.fullmatch(name) is not None
 
 
@@ -144,7 +146,35 @@ class ConfigPropertyFilter(ABC):
         return None
 
 
-class DefaultTopicFilter(TopicFilter):
+class _IncludeExcludeFilter:
+    """An include and an exclude regex list, excludes winning (DefaultTopic/GroupFilter).
+
+    Subclasses name their keys and defaults; unconfigured instances behave as `configure({})`.
+    """
+
+    _include_config: str
+    _include_default: str
+    _exclude_config: str
+    _exclude_default: str
+
+    def __init__(self) -> None:
+        """Create a filter with MM2's default patterns."""
+        self.configure({})
+
+    def configure(self, props: Mapping[str, str]) -> None:
+        """Read the include and exclude lists (e.g. `topics` and `topics.exclude`)."""
+        self._include = compile_pattern_list(
+            self._include_config, props.get(self._include_config, self._include_default)
+        )
+        self._exclude = compile_pattern_list(
+            self._exclude_config, props.get(self._exclude_config, self._exclude_default)
+        )
+
+    def _accepts(self, name: str) -> bool:
+        return full_match(self._include, name) and not full_match(self._exclude, name)
+
+
+class DefaultTopicFilter(_IncludeExcludeFilter, TopicFilter):
     """Include/exclude regex lists: `topics` (default `.*`) and `topics.exclude`.
 
     Java: `DefaultTopicFilter`. The exclude default is KIP-1074's
@@ -155,28 +185,15 @@ class DefaultTopicFilter(TopicFilter):
     TOPICS_INCLUDE_DEFAULT = ".*"
     TOPICS_EXCLUDE_CONFIG = "topics.exclude"
     TOPICS_EXCLUDE_DEFAULT = "mm2.*\\.internal, .*\\.replica, __.*"
-
-    def __init__(self) -> None:
-        """Create a filter with MM2's default patterns."""
-        self.configure({})
-
-    def configure(self, props: Mapping[str, str]) -> None:
-        """Read `topics` and `topics.exclude`."""
-        self._include = compile_pattern_list(
-            self.TOPICS_INCLUDE_CONFIG,
-            props.get(self.TOPICS_INCLUDE_CONFIG, self.TOPICS_INCLUDE_DEFAULT),
-        )
-        self._exclude = compile_pattern_list(
-            self.TOPICS_EXCLUDE_CONFIG,
-            props.get(self.TOPICS_EXCLUDE_CONFIG, self.TOPICS_EXCLUDE_DEFAULT),
-        )
+    _include_config, _include_default = TOPICS_INCLUDE_CONFIG, TOPICS_INCLUDE_DEFAULT
+    _exclude_config, _exclude_default = TOPICS_EXCLUDE_CONFIG, TOPICS_EXCLUDE_DEFAULT
 
     def should_replicate_topic(self, topic: str) -> bool:
         """Included and not excluded (excludes win). Java: `shouldReplicateTopic`."""
-        return _full_match(self._include, topic) and not _full_match(self._exclude, topic)
+        return self._accepts(topic)
 
 
-class DefaultGroupFilter(GroupFilter):
+class DefaultGroupFilter(_IncludeExcludeFilter, GroupFilter):
     """Include/exclude regex lists: `groups` (default `.*`) and `groups.exclude`.
 
     Java: `DefaultGroupFilter`; the exclude default is `console-consumer-.*, connect-.*, __.*`.
@@ -186,25 +203,12 @@ class DefaultGroupFilter(GroupFilter):
     GROUPS_INCLUDE_DEFAULT = ".*"
     GROUPS_EXCLUDE_CONFIG = "groups.exclude"
     GROUPS_EXCLUDE_DEFAULT = "console-consumer-.*, connect-.*, __.*"
-
-    def __init__(self) -> None:
-        """Create a filter with MM2's default patterns."""
-        self.configure({})
-
-    def configure(self, props: Mapping[str, str]) -> None:
-        """Read `groups` and `groups.exclude`."""
-        self._include = compile_pattern_list(
-            self.GROUPS_INCLUDE_CONFIG,
-            props.get(self.GROUPS_INCLUDE_CONFIG, self.GROUPS_INCLUDE_DEFAULT),
-        )
-        self._exclude = compile_pattern_list(
-            self.GROUPS_EXCLUDE_CONFIG,
-            props.get(self.GROUPS_EXCLUDE_CONFIG, self.GROUPS_EXCLUDE_DEFAULT),
-        )
+    _include_config, _include_default = GROUPS_INCLUDE_CONFIG, GROUPS_INCLUDE_DEFAULT
+    _exclude_config, _exclude_default = GROUPS_EXCLUDE_CONFIG, GROUPS_EXCLUDE_DEFAULT
 
     def should_replicate_group(self, group: str) -> bool:
         """Included and not excluded (excludes win). Java: `shouldReplicateGroup`."""
-        return _full_match(self._include, group) and not _full_match(self._exclude, group)
+        return self._accepts(group)
 
 
 class DefaultConfigPropertyFilter(ConfigPropertyFilter):
@@ -260,7 +264,7 @@ class DefaultConfigPropertyFilter(ConfigPropertyFilter):
 
     def should_replicate_config_property(self, prop: str) -> bool:
         """Not excluded. Java: `shouldReplicateConfigProperty`."""
-        return not _full_match(self._exclude, prop)
+        return not full_match(self._exclude, prop)
 
     def should_replicate_source_default(self, prop: str) -> bool:
         """True only with `use.defaults.from=source`. Java: `shouldReplicateSourceDefault`."""
@@ -272,16 +276,7 @@ _F = TypeVar("_F", TopicFilter, GroupFilter, ConfigPropertyFilter)
 
 
 def _load_filter(props: Mapping[str, str], key: str, default: str, base: type[_F]) -> _F:
-    class_path = props.get(key, default)
-    cls = plugins.load_class(key, class_path, base)
-    try:
-        instance = cls()
-    except TypeError as exc:
-        raise plugins.PluginLoadError(
-            f"{key}={class_path!r}: the class must have a no-argument constructor ({exc})"
-        ) from exc
-    instance.configure(props)
-    return instance
+    return plugins.instantiate(key, props.get(key, default), base, props)
 
 
 def load_topic_filter(props: Mapping[str, str]) -> TopicFilter:

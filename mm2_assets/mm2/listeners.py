@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mm2_assets.mm2 import plugins
 
-if TYPE_CHECKING:  # config imports this module lazily; avoid a cycle at import time
+if TYPE_CHECKING:  # config imports this module: a runtime import back would be a cycle
     from mm2_assets.mm2.config import FlowConfig
 
 __all__ = [
@@ -90,15 +90,7 @@ _L = TypeVar("_L", TopicListener, GroupListener)
 
 
 def _load(flow: FlowConfig, key: str, class_path: str, base: type[_L]) -> _L:
-    cls = plugins.load_class(key, class_path, base)
-    try:
-        listener = cls()
-    except TypeError as exc:
-        raise plugins.PluginLoadError(
-            f"{key}={class_path!r}: the class must have a no-argument constructor ({exc})"
-        ) from exc
-    listener.configure(dict(flow.properties))
-    return listener
+    return plugins.instantiate(key, class_path, base, dict(flow.properties))
 
 
 def load_topic_listener(flow: FlowConfig) -> TopicListener:

@@ -1,4 +1,4 @@
-"""Loading pluggable MM2 classes (policies, filters, listeners) by class path.
+"""Loading pluggable MM2 classes (policies, filters, listeners, ...) by class path.
 
 Users bring `mm2.properties` files that name Apache MM2's Java classes
 (`org.apache.kafka.connect.mirror.DefaultReplicationPolicy`). Those names map to
@@ -9,7 +9,8 @@ our Python equivalents; any other value must be a dotted Python path
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
 
 # Apache MM2's Java class names and the Python classes that implement the same behaviour.
 _JAVA_PACKAGE = "org.apache.kafka.connect.mirror."
@@ -72,3 +73,30 @@ def load_class(key: str, class_path: str, expected_base: type | None = None) -> 
             f"{key}={class_path!r}: {cls.__qualname__} is not a {expected_base.__qualname__}"
         )
     return cls
+
+
+class _Configurable(Protocol):
+    # Positional-only: the plugin interfaces name this parameter differently.
+    def configure(self, props: Mapping[str, str], /) -> None: ...
+
+
+_P = TypeVar("_P", bound=_Configurable)
+
+
+def instantiate(key: str, class_path: str, base: type[_P], props: Mapping[str, str]) -> _P:
+    """A new instance of the `base` subclass named by `key` = `class_path`, configured.
+
+    The class is loaded with `load_class`, constructed without arguments (the plugin contract,
+    as Java's `Utils.newInstance`) and handed `props` through `configure`. Raises
+    PluginLoadError naming the key and the value when the class does not load or needs
+    constructor arguments; whatever `configure` raises propagates (callers name the key).
+    """
+    cls = load_class(key, class_path, base)
+    try:
+        instance: _P = cls()
+    except TypeError as exc:
+        raise PluginLoadError(
+            f"{key}={class_path!r}: the class must have a no-argument constructor ({exc})"
+        ) from exc
+    instance.configure(props)
+    return instance

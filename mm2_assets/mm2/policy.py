@@ -278,13 +278,6 @@ def load_replication_policy(props: Mapping[str, str]) -> ReplicationPolicy:
     `source.cluster.alias` as MM2 does so IdentityReplicationPolicy knows its source.
     """
     class_path = props.get(REPLICATION_POLICY_CLASS_CONFIG, REPLICATION_POLICY_CLASS_DEFAULT)
-    cls = plugins.load_class(REPLICATION_POLICY_CLASS_CONFIG, class_path, ReplicationPolicy)
-    try:
-        policy = cls()
-    except TypeError as exc:
-        raise plugins.PluginLoadError(
-            f"{REPLICATION_POLICY_CLASS_CONFIG}={class_path!r}: the class must have a "
-            f"no-argument constructor ({exc})"
-        ) from exc
-    policy.configure(props)
-    return policy
+    return plugins.instantiate(
+        REPLICATION_POLICY_CLASS_CONFIG, class_path, ReplicationPolicy, props
+    )

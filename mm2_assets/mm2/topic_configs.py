@@ -142,16 +142,6 @@ def incremental_ops(
     return ops
 
 
-def legacy_config(
-    entries: Iterable[TopicConfigEntry], config_filter: ConfigPropertyFilter
-) -> dict[str, str]:
-    """The full config legacy AlterConfigs sends (it replaces the topic's overrides).
-
-    Java (3.x): `deprecatedAlterConfigs` on `targetConfig(config, false)`.
-    """
-    return creation_configs(entries, config_filter)
-
-
 @dataclass(frozen=True)
 class ConfigPlan:
     """What one alteration of a remote topic changes.
@@ -197,6 +187,30 @@ def _sensitive(
     )
 
 
+def _plan(
+    api: AlterApi,
+    to_set: dict[str, str],
+    to_delete: Iterable[str],
+    source: Mapping[str, TopicConfigEntry],
+    target: Mapping[str, TopicConfigEntry],
+    *,
+    ops: tuple[ConfigOp, ...] = (),
+    replacement: Mapping[str, str] | None = None,
+) -> ConfigPlan:
+    # What both APIs record: the target's previous value of every changed name, and which
+    # names are sensitive on either side (their values are masked when reported).
+    deleted = tuple(sorted(to_delete))
+    return ConfigPlan(
+        api=api,
+        set=to_set,
+        delete=deleted,
+        previous={n: target[n].value if n in target else None for n in to_set.keys() | {*deleted}},
+        sensitive=_sensitive(source, target),
+        ops=ops,
+        replacement=replacement if replacement is not None else {},
+    )
+
+
 def plan_incremental(
     source_entries: Iterable[TopicConfigEntry],
     target_entries: Iterable[TopicConfigEntry],
@@ -218,15 +232,7 @@ def plan_incremental(
             # A null value cannot be SET (the broker rejects it); MM2's op would fail too.
             to_set[op.name] = op.value
             ops.append(op)
-    changed = to_set.keys() | set(to_delete)
-    return ConfigPlan(
-        api="incremental",
-        set=to_set,
-        delete=tuple(sorted(to_delete)),
-        previous={n: target[n].value if n in target else None for n in changed},
-        sensitive=_sensitive(source, target),
-        ops=tuple(ops),
-    )
+    return _plan("incremental", to_set, to_delete, source, target, ops=tuple(ops))
 
 
 def plan_legacy(
@@ -237,7 +243,8 @@ def plan_legacy(
     """MM2's legacy AlterConfigs for one topic: the full replacement and what it changes."""
     source = _index(source_entries)
     target = _index(target_entries)
-    replacement = legacy_config(source.values(), config_filter)
+    # Java (3.x): `deprecatedAlterConfigs` on `targetConfig(config, false)`, the creation set.
+    replacement = creation_configs(source.values(), config_filter)
     to_set = {
         name: value for name, value in replacement.items() if _needs_set(target.get(name), value)
     }
@@ -245,15 +252,7 @@ def plan_legacy(
     to_delete = sorted(
         name for name, e in target.items() if e.is_topic_override and name not in replacement
     )
-    changed = to_set.keys() | set(to_delete)
-    return ConfigPlan(
-        api="legacy",
-        set=to_set,
-        delete=tuple(to_delete),
-        previous={n: target[n].value if n in target else None for n in changed},
-        sensitive=_sensitive(source, target),
-        replacement=replacement,
-    )
+    return _plan("legacy", to_set, to_delete, source, target, replacement=replacement)
 
 
 def api_for_mode(mode: UseIncrementalAlterConfigs) -> AlterApi:
@@ -278,14 +277,6 @@ def after_incremental_unsupported(
         f"cannot sync the configs of topic(s) {names}. Upgrade the target brokers or set "
         f"{USE_INCREMENTAL_ALTER_CONFIGS}=requested to fall back to the legacy AlterConfigs API."
     )
-
-
-def partitions_to_create(source_partitions: int, target_partitions: int) -> int:
-    """How many partitions to add to the remote topic: grow to the source count, never shrink.
-
-    Java: `computeAndCreateTopicPartitions` (`NewPartitions.increaseTo` when source > target).
-    """
-    return max(0, source_partitions - target_partitions)
 
 
 @dataclass

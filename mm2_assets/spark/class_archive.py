@@ -15,12 +15,11 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from mm2_assets.kafka.runtime import cache_root
+from mm2_assets.kafka.runtime import cache_root, find_java
 
 # The driver JVM of a local session only schedules tasks (records never pass through it), so
 # the C1 compiler alone serves it well and saves ~1 s of compilation at start-up.
@@ -42,22 +41,13 @@ class ClassArchiveError(RuntimeError):
     """The archive could not be created; the message carries the JVM's last output."""
 
 
-def _driver_java() -> Path | None:
-    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the one on PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return Path(java_home) / "bin" / "java"
-    found = shutil.which("java")
-    return Path(found) if found else None
-
-
 def archive_path() -> Path | None:
     """Where the archive for this JVM and PySpark lives (None without a `java`)."""
-    java = _driver_java()
+    java = find_java()
     spec = importlib.util.find_spec("pyspark")
     if java is None or spec is None or spec.origin is None:
         return None
-    real = java.resolve()
+    real = Path(java).resolve()
     stat = real.stat()
     identity = "|".join(
         (
@@ -77,9 +67,10 @@ def driver_java_options(user_options: str = "") -> str:
     """JVM options for a local driver: ours (C1 only, the archive when it exists), then the
     user's, which win on conflict. A user who manages class data sharing keeps it."""
     options = list(LOCAL_DRIVER_JAVA_OPTIONS)
-    path = archive_path()
     user_cds = "SharedArchiveFile" in user_options or "ArchiveClassesAtExit" in user_options
-    if path is not None and path.exists() and not user_cds:
+    # Checked first: the archive's key costs a stat of the JVM and a pyspark lookup.
+    path = None if user_cds else archive_path()
+    if path is not None and path.exists():
         options += [f"-XX:SharedArchiveFile={path}", "-Xshare:auto"]
     return " ".join([*options, user_options]).strip()
 

@@ -63,13 +63,14 @@ class CopyTaskSpec:
     remote_topic: str
     partition: int
     end_offset: int
-    source_consumer: Mapping[str, str]
-    target_producer: Mapping[str, str]
-    target_consumer: Mapping[str, str]
+    # Client configs may hold SASL passwords or SSL keys: keep them out of the repr.
+    source_consumer: Mapping[str, str] = field(repr=False)
+    target_producer: Mapping[str, str] = field(repr=False)
+    target_consumer: Mapping[str, str] = field(repr=False)
     progress_topic: str
     offset_syncs_topic: str
     offset_syncs_on_target: bool
-    source_producer: Mapping[str, str]
+    source_producer: Mapping[str, str] = field(repr=False)
     transactional_id: str
     offset_lag_max: int = 100
     batch_records: int = 50_000
@@ -92,8 +93,6 @@ class CopyResult:
     bytes: int = 0
     offset_syncs: int = 0
     transactions: int = 0
-    seconds: float = 0.0
-    downstream_next: int = -1
     # Wall-clock (epoch seconds) bounds of the task's copy, so the driver can tell the copy
     # window from Spark's start-up across tasks that ran in other processes.
     started_at: float = 0.0
@@ -120,7 +119,8 @@ def offset_syncs_for_batch(
     of it, so offsets inside a gap translate exactly), every `offset_lag_max` records and at
     the last record. If other writers interleaved (offsets not consecutive) only the first
     and last records are exact, and only those are emitted; translation stays safe because
-    MM2's rule never moves past a sync by more than one offset.
+    MM2's rule never moves past a sync by more than one offset. `upstream` is strictly
+    increasing (offsets of one partition, in order).
     """
     n = len(upstream)
     if n == 0:
@@ -131,6 +131,22 @@ def offset_syncs_for_batch(
             ends.append((upstream[-1], last_downstream))
         return ends
     step = max(1, offset_lag_max)
+    if upstream[-1] - upstream[0] != n - 1:
+        return _offset_syncs_by_scan(upstream, first_downstream, step)
+    # No upstream gap (the usual case): the scan's picks are every `step`-th record plus the
+    # last, computed without a Python step per record.
+    indexes = list(range(0, n, step))
+    if indexes[-1] != n - 1:
+        indexes.append(n - 1)
+    first_upstream = upstream[0]
+    return [(first_upstream + i, first_downstream + i) for i in indexes]
+
+
+def _offset_syncs_by_scan(
+    upstream: array, first_downstream: int, step: int
+) -> list[tuple[int, int]]:
+    """`offset_syncs_for_batch` for consecutive downstream offsets, record by record."""
+    n = len(upstream)
     syncs: list[tuple[int, int]] = []
     last_synced = -1
     for i in range(n):
@@ -158,7 +174,6 @@ def committed_progress(spec: CopyTaskSpec) -> Progress | None:
 
 def copy_partition(spec: CopyTaskSpec) -> CopyResult:
     """Copy [committed progress, spec.end_offset) of one source partition. See module doc."""
-    started = time.monotonic()
     started_at = time.time()
     producer = Producer(
         {
@@ -188,7 +203,6 @@ def copy_partition(spec: CopyTaskSpec) -> CopyResult:
         spec.partition,
         start_offset=max(start, 0),
         next_offset=max(start, 0),
-        downstream_next=progress.downstream_next if progress else -1,
         started_at=started_at,
     )
     if progress is None or progress.next_offset < spec.end_offset:
@@ -197,7 +211,6 @@ def copy_partition(spec: CopyTaskSpec) -> CopyResult:
             copier.run(start)
         finally:
             copier.close()
-    result.seconds = time.monotonic() - started
     result.finished_at = time.time()
     return result
 
@@ -255,9 +268,10 @@ class _Copier:
         position = start
         while not done:
             in_range: list[Message] = []
+            offsets: list[int] = []  # in_range's offsets: read once per record
             # Ask for no more than the range still holds: consume() returns as soon as that
             # many records arrived instead of waiting out its timeout at the range's tail.
-            wanted = CONSUME_BATCH if position < 0 else max(1, min(CONSUME_BATCH, end - position))
+            wanted = max(1, min(CONSUME_BATCH, end - position))
             for msg in self.consumer.consume(wanted, timeout=1.0):
                 error = msg.error()
                 if error is not None:
@@ -265,10 +279,12 @@ class _Copier:
                         done = True
                         continue
                     raise CopyError(f"{spec.describe()}: consume failed: {KafkaException(error)}")
-                if msg.offset() >= end:
+                offset = msg.offset()
+                if offset >= end:
                     done = True
                     break
                 in_range.append(msg)
+                offsets.append(offset)
             last_index = len(in_range) - 1
             for i, msg in enumerate(in_range):
                 if not in_txn:
@@ -283,19 +299,20 @@ class _Copier:
                 # Only a batch's first and last records need their downstream offset; the
                 # last record of each consumed chunk may turn out to be a batch's last.
                 track = not self.batch.upstream or full or i == last_index
-                self._produce(msg, key, value, track)
+                self._produce(msg, offsets[i], key, value, track)
                 if full:
                     self._commit()
                     in_txn = False
-            if in_range:
-                position = in_range[-1].offset() + 1
+            if offsets:
+                position = offsets[-1] + 1
                 done = done or position >= end
             self.producer.poll(0)
         if in_txn:
             self._commit()
 
-    def _produce(self, msg: Message, key: bytes | None, value: bytes | None, track: bool) -> None:
-        upstream = msg.offset()
+    def _produce(
+        self, msg: Message, upstream: int, key: bytes | None, value: bytes | None, track: bool
+    ) -> None:
         # Untracked records get no callback (a Python call per record costs throughput); a
         # failed delivery still fails the transaction's commit.
         callback = partial(self._track, upstream) if track else None
@@ -315,6 +332,16 @@ class _Copier:
                 # The local queue is full: serve delivery reports until there is room.
                 self.producer.poll(0.1)
         self.batch.upstream.append(upstream)
+
+    def _produce_syncs(self, producer: Producer, syncs: list[OffsetSync]) -> None:
+        """Queue offset-sync records on `producer` (the offset-syncs topic has one partition)."""
+        for sync in syncs:
+            producer.produce(
+                self.spec.offset_syncs_topic,
+                key=sync.record_key(),
+                value=sync.record_value(),
+                partition=0,
+            )
 
     def _commit(self) -> None:
         """Flush the batch, add its offset syncs and progress, commit the transaction."""
@@ -336,13 +363,7 @@ class _Copier:
             for upstream, downstream in syncs
         ]
         if spec.offset_syncs_on_target:
-            for sync in sync_records:
-                producer.produce(
-                    spec.offset_syncs_topic,
-                    key=sync.record_key(),
-                    value=sync.record_value(),
-                    partition=0,
-                )
+            self._produce_syncs(producer, sync_records)
         progress = Progress(
             spec.flow,
             spec.source_topic,
@@ -363,13 +384,7 @@ class _Copier:
         if self.sync_producer is not None:
             # Offset syncs on the source cannot join the target transaction; written after the
             # commit they only ever describe durable records.
-            for sync in sync_records:
-                self.sync_producer.produce(
-                    spec.offset_syncs_topic,
-                    key=sync.record_key(),
-                    value=sync.record_value(),
-                    partition=0,
-                )
+            self._produce_syncs(self.sync_producer, sync_records)
             self.sync_producer.poll(0)
         result = self.result
         result.records += len(batch.upstream)
@@ -377,5 +392,4 @@ class _Copier:
         result.offset_syncs += len(sync_records)
         result.transactions += 1
         result.next_offset = progress.next_offset
-        result.downstream_next = progress.downstream_next
         self.batch = _Batch()

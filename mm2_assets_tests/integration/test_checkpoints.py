@@ -40,6 +40,7 @@ from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
     create_topic,
+    mm2_properties,
     produce,
     recent_ms,
     unique,
@@ -196,15 +197,7 @@ def resume(bootstrap: str, topic: str, group: str, partitions: list[int]) -> dic
                     pending.discard(msg.partition())
                     continue
                 raise KafkaException(error)
-            out[msg.partition()].append(
-                Rec(
-                    msg.partition(),
-                    msg.key(),
-                    msg.value(),
-                    tuple(msg.headers() or ()),
-                    msg.timestamp()[1],
-                )
-            )
+            out[msg.partition()].append(Rec.from_message(msg))
     finally:
         consumer.close()
     return out
@@ -347,12 +340,22 @@ def test_sparse_offset_syncs_never_skip_and_repeat_at_most_offset_lag_max(
     replicate(config, flow, [topic], spark_resource)
     checkpoint_and_sync(flow)
 
+    # The syncs on the cluster really are sparse: none between 100 and the group's 130.
+    assert flow.offset_lag_max == 100
+    store = load_offset_sync_store(flow)
+    synced_at = [s.upstream_offset for s in store.syncs((topic, 0))]
+    assert 100 in synced_at and not [o for o in synced_at if 100 < o <= 130], synced_at
+    used = store.lookup((topic, 0), 130)
+    assert used is not None and used.upstream_offset == 100
+
     upstream = consume_all(primary, topic, [0])[0]
     resumed = resume(backup, f"primary.{topic}", group, [0])[0]
     first = upstream.index(resumed[0])
     assert resumed == upstream[first:]  # nothing skipped after the resume point
     assert first <= 130  # ... nor before it
     assert 130 - first <= flow.offset_lag_max  # repeats bounded as MM2's rule bounds them
+    # Exactly MM2's rule: one past the sync at 100, so records 101..129 are read again.
+    assert first == used.upstream_offset + 1 == 101
 
 
 def test_active_group_on_backup_is_not_touched(
@@ -449,7 +452,11 @@ def test_group_far_behind_dense_syncs_still_gets_a_checkpoint(
     replicate(config, flow, [topic], spark_resource)
     event = run_asset(assets_by_name(flow)["checkpoints"])
     [checkpoint] = meta(event, "group_details")[group]["emitted"].values()
-    assert 0 <= checkpoint["downstream_offset"] <= 30  # conservative, never past the group
+    # Exactly what MM2's translation gives from the offset syncs on the cluster ...
+    expected = load_offset_sync_store(flow).translate_downstream(group, (topic, 0), 30)
+    assert expected is not None
+    assert checkpoint["downstream_offset"] == expected
+    assert 0 <= expected <= 30  # ... conservative, never past the group
 
 
 def test_checkpoints_never_go_backwards(primary, backup, write_mm2_config, spark_resource) -> None:
@@ -597,24 +604,8 @@ def test_heartbeats_upstream_clusters_and_replication_hops(
 # ---------------------------------------------------------------------------------------------
 
 
-SEPARATOR_PROPERTIES = """\
-clusters = east, west
-east.bootstrap.servers = {primary}
-west.bootstrap.servers = {backup}
-east->west.enabled = true
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-replication.policy.separator = _
-offset.lag.max = 0
-sync.group.offsets.enabled = true
-groups = {prefix}-.*
-"""
-
-
 def test_separator_puts_internal_topics_where_kip690_says(
-    primary, backup, spark_resource, tmp_path, capsys
+    primary, backup, write_mm2_config, spark_resource, capsys
 ) -> None:
     # Own aliases: Kafka refuses topics differing only in `.` vs `_` ("collides with existing
     # topic"), and the shared clusters already hold `primary.*` internal topics.
@@ -623,8 +614,11 @@ def test_separator_puts_internal_topics_where_kip690_says(
     create_topic(primary, topic, partitions=1)
     produce(primary, topic, records(1, 40))
     consume_and_commit(primary, topic, group, {0: 25})
-    path = tmp_path / "mm2.properties"
-    path.write_text(SEPARATOR_PROPERTIES.format(primary=primary, backup=backup, prefix=prefix))
+    path = write_mm2_config(
+        "replication.policy.separator = _\noffset.lag.max = 0\n"
+        f"sync.group.offsets.enabled = true\ngroups = {prefix}-.*\n",
+        aliases=("east", "west"),  # east on primary's brokers, west on backup's
+    )
     config = load_mm2_config(path)
     flow = config.flow("east->west")
     replicate(config, flow, [topic], spark_resource)
@@ -696,17 +690,15 @@ def test_switches_and_intervals(primary, backup, write_mm2_config) -> None:
     assert synced is not None and meta(synced, "enabled") is False
 
 
-def test_lineage_replicated_topics_to_checkpoints_to_synced_offsets(write_mm2_config) -> None:
-    config = load(write_mm2_config)
+def test_lineage_replicated_topics_to_checkpoints_to_synced_offsets(tmp_path) -> None:
+    # Pure definitions: no cluster needs to be reachable, so none is started for this.
+    path = tmp_path / "mm2.properties"
+    path.write_text(mm2_properties("127.0.0.1:1", "127.0.0.1:2"))
+    config = load_mm2_config(path)
     flow = config.flow("primary->backup")
-    base = build_definitions(config)
+    # The lineage as build_definitions wires it (what the code location serves).
+    graph = build_definitions(config).resolve_asset_graph()
     replicated = dg.AssetKey([flow.key, "replicated_topics"])
-    mine = checkpoint_assets(flow, base.get_assets_def(replicated))
-    defs = dg.Definitions(
-        assets=[*(a for a in base.assets or [] if not _is_mine(a)), *mine],
-        resources=base.resources,
-    )
-    graph = defs.resolve_asset_graph()
     checkpoints = dg.AssetKey([flow.key, "checkpoints"])
     synced = dg.AssetKey([flow.key, "synced_group_offsets"])
     heartbeats = dg.AssetKey([flow.key, "heartbeats"])
@@ -714,10 +706,3 @@ def test_lineage_replicated_topics_to_checkpoints_to_synced_offsets(write_mm2_co
     assert graph.get(synced).parent_keys == {checkpoints}
     assert graph.get(heartbeats).parent_keys == set()
     assert {graph.get(k).group_name for k in (checkpoints, synced, heartbeats)} == {flow.key}
-
-
-def _is_mine(asset: object) -> bool:
-    """Assets the lead may already wire in from this module (avoid duplicate keys)."""
-    keys = getattr(asset, "keys", None) or {getattr(asset, "key", None)}
-    names = {"checkpoints", "synced_group_offsets", "heartbeats"}
-    return any(k is not None and k.path[-1] in names for k in keys)

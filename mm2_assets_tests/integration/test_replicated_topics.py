@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from mm2_assets.spark.job import run_copy_tasks
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
+    create_filled_topic,
     create_topic,
     produce,
     recent_ms,
@@ -81,9 +83,7 @@ def test_six_partition_topic_replicates_record_for_record(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
     topic = unique("orders")
-    create_topic(primary, topic, partitions=6)
-    first = tricky_records(6, 40, seed=1, ts0=recent_ms(3000))
-    produce(primary, topic, first)
+    first = create_filled_topic(primary, topic, tricky_records(6, 40, seed=1, ts0=recent_ms(3000)))
     defs, flow = flow_defs(write_mm2_config())
 
     event = materialize_topics(defs, flow.key, [topic], spark_resource)
@@ -111,9 +111,9 @@ def test_spark_connect_form_of_the_job_copies_the_same(
 ) -> None:
     """The `mapInArrow` form (what Spark Connect runs) copies exactly like the RDD form."""
     topic = unique("arrow")
-    create_topic(primary, topic, partitions=3)
-    records = tricky_records(3, 30, seed=3, ts0=recent_ms(2000))
-    produce(primary, topic, records)
+    records = create_filled_topic(
+        primary, topic, tricky_records(3, 30, seed=3, ts0=recent_ms(2000))
+    )
     _, flow = flow_defs(write_mm2_config())
     plan = plan_replication(flow, [topic])
 
@@ -130,8 +130,7 @@ def test_offset_syncs_map_upstream_to_downstream_offsets(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
     topic = unique("synced")
-    create_topic(primary, topic, partitions=1)
-    produce(primary, topic, tricky_records(1, 250, seed=3, ts0=recent_ms(3000)))
+    create_filled_topic(primary, topic, tricky_records(1, 250, seed=3, ts0=recent_ms(3000)))
     defs, flow = flow_defs(write_mm2_config("offset-syncs.topic.location = target\n"))
     materialize_topics(defs, flow.key, [topic], spark_resource)
 
@@ -155,7 +154,7 @@ def test_offset_syncs_map_upstream_to_downstream_offsets(
     assert len(downstream) == len(upstream)
 
 
-def downstream_record_at(bootstrap: str, topic: str, offset: int) -> Rec:
+def downstream_record_at(bootstrap: str, topic: str, offset: int, partition: int = 0) -> Rec:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -166,10 +165,10 @@ def downstream_record_at(bootstrap: str, topic: str, offset: int) -> Rec:
         }
     )
     try:
-        consumer.assign([TopicPartition(topic, 0, offset)])
+        consumer.assign([TopicPartition(topic, partition, offset)])
         msg = consumer.poll(10)
         assert msg is not None and msg.error() is None and msg.offset() == offset
-        return Rec(0, msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])
+        return Rec.from_message(msg)
     finally:
         consumer.close()
 
@@ -178,8 +177,7 @@ def test_zombie_transaction_is_fenced_and_never_visible(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
     topic = unique("fenced")
-    create_topic(primary, topic, partitions=1)
-    produce(primary, topic, tricky_records(1, 30, seed=4, ts0=recent_ms(3000)))
+    create_filled_topic(primary, topic, tricky_records(1, 30, seed=4, ts0=recent_ms(3000)))
     defs, flow = flow_defs(write_mm2_config())
     remote = f"primary.{topic}"
     create_topic(backup, remote, partitions=1)
@@ -194,7 +192,7 @@ def test_zombie_transaction_is_fenced_and_never_visible(
     zombie.begin_transaction()
     for i in range(5):
         zombie.produce(remote, value=f"zombie-{i}".encode(), partition=0)
-    zombie.flush(30)
+    assert zombie.flush(30) == 0  # the zombie's records are on the broker, uncommitted
 
     materialize_topics(defs, flow.key, [topic], spark_resource)
 
@@ -207,8 +205,7 @@ def test_identity_policy_keeps_the_topic_name(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
     topic = unique("identity")
-    create_topic(primary, topic, partitions=2)
-    produce(primary, topic, tricky_records(2, 20, seed=5, ts0=recent_ms(3000)))
+    create_filled_topic(primary, topic, tricky_records(2, 20, seed=5, ts0=recent_ms(3000)))
     defs, flow = flow_defs(
         write_mm2_config(
             "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
@@ -227,8 +224,7 @@ def test_excluded_and_looping_topics_are_never_replicated(
     looping = f"backup.{unique('came-from-backup')}"
     kept = unique("kept")
     for name in (excluded, looping, kept):
-        create_topic(primary, name, partitions=1)
-        produce(primary, name, tricky_records(1, 5, seed=6, ts0=recent_ms(3000)))
+        create_filled_topic(primary, name, tricky_records(1, 5, seed=6, ts0=recent_ms(3000)))
     defs, flow = flow_defs(write_mm2_config("topics.exclude = secret-.*\n"))
 
     topics = sorted([excluded, looping, kept])
@@ -246,8 +242,7 @@ def test_excluded_and_looping_topics_are_never_replicated(
 
 def test_materialize_through_the_dagster_cli(primary, backup, write_mm2_config, tmp_path) -> None:
     topic = unique("cli")
-    create_topic(primary, topic, partitions=3)
-    produce(primary, topic, tricky_records(3, 10, seed=7, ts0=recent_ms(3000)))
+    create_filled_topic(primary, topic, tricky_records(3, 10, seed=7, ts0=recent_ms(3000)))
     config_path = write_mm2_config()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "MM2_CONFIG": str(config_path)}
     subprocess.run(
@@ -301,33 +296,37 @@ def test_killed_copy_resumes_without_loss_or_duplicates(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
     topic = unique("crash")
-    create_topic(primary, topic, partitions=1)
-    produce(primary, topic, tricky_records(1, 4000, seed=8, ts0=recent_ms(3000)))
+    total = 4000
+    create_filled_topic(primary, topic, tricky_records(1, total, seed=8, ts0=recent_ms(3000)))
     config_path = write_mm2_config()
     defs, flow = flow_defs(config_path)
     remote = f"primary.{topic}"
 
     # A copy killed with SIGKILL part-way: some transactions committed, one maybe open.
     proc = subprocess.Popen([sys.executable, "-c", CRASHING_COPY, str(config_path), topic])
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     watcher = Consumer({"bootstrap.servers": backup, "group.id": unique("watch")})
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                _, high = watcher.get_watermark_offsets(TopicPartition(remote, 0), timeout=5)
-            except Exception:
-                high = 0
+                # Short: the copy may finish within seconds, the kill must come before that.
+                _, high = watcher.get_watermark_offsets(TopicPartition(remote, 0), timeout=1)
+            except KafkaException:
+                high = 0  # the remote topic is not there yet
             if high > 500:
                 break
             time.sleep(0.05)
-        proc.kill()
-        proc.wait(30)
     finally:
+        proc.kill()  # no-op if it already exited; then the assertion below says so
+        proc.wait(30)
         watcher.close()
+    # Killed mid-copy, or this would be a plain copy test: not exited by itself, and part of
+    # the records (the committed transactions) is on the target, not all of them.
+    assert proc.returncode == -signal.SIGKILL, f"the copy exited by itself ({proc.returncode})"
     partial = consume_all(backup, remote, [0])[0]
-    assert len(partial) < 4000, "the copy finished before it could be killed"
+    assert 0 < len(partial) < total, f"{len(partial)} of {total} copied before the kill"
 
     materialize_topics(defs, flow.key, [topic], spark_resource)
 
@@ -341,8 +340,7 @@ def test_records_deleted_on_the_source_are_no_work_and_later_ones_copy(
     from confluent_kafka.admin import AdminClient
 
     topic = unique("retained")
-    create_topic(primary, topic, partitions=1)
-    produce(primary, topic, tricky_records(1, 20, seed=9, ts0=recent_ms(3000)))
+    create_filled_topic(primary, topic, tricky_records(1, 20, seed=9, ts0=recent_ms(3000)))
     admin = AdminClient({"bootstrap.servers": primary})
     # As if retention had removed everything: the log now starts at offset 20.
     for future in admin.delete_records([TopicPartition(topic, 0, 20)]).values():

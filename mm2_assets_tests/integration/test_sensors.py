@@ -23,7 +23,6 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.alerts.sinks import Alert, WebhookAlertSink, redact_url
-from mm2_assets.defs.automation import flow_automation
 from mm2_assets.defs.checks.checks import CHECK_LAG, CHECK_TARGET_TOPICS
 from mm2_assets.defs.sensors import FLOW_TAG, WORK_TAG, partition_range_request
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
@@ -159,8 +158,18 @@ def flow_config(
     )
 
 
+SENSOR_KINDS = (
+    "topic_listener",
+    "group_listener",
+    "replication_driver",
+    "run_failure_alerts",
+    "check_alerts",
+)
+"""Every enabled flow's sensors, named `<flow key>__<kind>`."""
+
+
 class Flow:
-    """A flow's definitions with the automation wired in, and tick helpers."""
+    """A flow's definitions as build_definitions wires them, and tick helpers."""
 
     def __init__(self, config: MM2Config, instance: dg.DagsterInstance) -> None:
         self.config = config
@@ -179,26 +188,11 @@ class Flow:
                 "heartbeats",
             )
         }
-        repo = defs.get_repository_def()
-        if not repo.has_sensor_def(f"{key}__topic_listener"):
-            # Until build_definitions wires the automation, wire it here the same way.
-            assets = {
-                n: defs.get_assets_def(k) for n, k in self.keys.items() if n != "source_topics"
-            }
-            automation = flow_automation(
-                self.flow,
-                partitions=self.partitions_def(defs),
-                replicated_topics=assets["replicated_topics"],
-                topic_configs=assets["topic_configs"],
-                checkpoints=assets["checkpoints"],
-                synced_group_offsets=assets["synced_group_offsets"],
-                heartbeats=assets["heartbeats"],
-            )
-            defs = dg.Definitions.merge(
-                defs, dg.Definitions(sensors=automation.sensors, asset_checks=automation.checks)
-            )
         self.defs = defs
         self.repo = defs.get_repository_def()
+        # The sensors under test are the ones build_definitions wires in: none built here.
+        for kind in SENSOR_KINDS:
+            assert self.repo.has_sensor_def(f"{key}__{kind}"), f"{key}__{kind} not wired"
         # Building the definitions loads each listener once to validate it: not a tick.
         RECORDINGS.pop(self.flow.properties.get("test.recording.id", ""), None)
         self.cursors: dict[str, str | None] = {}
@@ -673,15 +667,9 @@ def test_definitions_load_without_a_cluster(tmp_path: Path) -> None:
         "a->b.enabled = true\n"
     )
     config = load_mm2_config(path)
-    defs = build_definitions(config)
-    flow = config.flows[0]
-    partitions = defs.get_assets_def(dg.AssetKey([flow.key, "replicated_topics"])).partitions_def
-    automation = flow_automation(
-        flow,
-        partitions=partitions,  # type: ignore[arg-type]
-        replicated_topics=dg.AssetKey([flow.key, "replicated_topics"]),
-    )
-    names = {s.name for s in automation.sensors}
+    repo = build_definitions(config).get_repository_def()
+    # The replicating flow's sensors, as wired by build_definitions (b->a only heartbeats).
+    names = {s.name for s in repo.sensor_defs if s.name.startswith("a_to_b__")}
     assert names == {
         "a_to_b__topic_listener",
         "a_to_b__group_listener",
@@ -689,6 +677,6 @@ def test_definitions_load_without_a_cluster(tmp_path: Path) -> None:
         "a_to_b__run_failure_alerts",
         "a_to_b__check_alerts",
     }
-    driver = next(s for s in automation.sensors if s.name.endswith("driver"))
+    driver = repo.get_sensor_def("a_to_b__replication_driver")
     assert driver.minimum_interval_seconds == 30
     assert driver.default_status == dg.DefaultSensorStatus.RUNNING

@@ -32,9 +32,7 @@ from confluent_kafka.admin import (
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.run_tags import FORCE_TAG
-from mm2_assets.defs.topic_configs.assets import topic_configs_asset
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets_tests.kafka_helpers import create_topic, unique
 
@@ -297,15 +295,12 @@ class Flow:
     def __init__(self, config_path: Path) -> None:
         self.config = load_mm2_config(config_path)
         self.flow: FlowConfig = self.config.flows[0]
-        self.partitions = topics_partitions(self.flow)
         self.key = dg.AssetKey([self.flow.key, "topic_configs"])
-        defs = build_definitions(self.config)
-        if self.key in {a.key for a in defs.resolve_all_asset_specs()}:
-            self.asset = defs.get_assets_def(self.key)
-        else:  # not wired into the definitions yet
-            self.asset = topic_configs_asset(
-                self.flow, self.partitions, dg.AssetKey([self.flow.key, "replicated_topics"])
-            )
+        # The asset as build_definitions wires it: none built here.
+        self.asset = build_definitions(self.config).get_assets_def(self.key)
+        partitions = self.asset.partitions_def
+        assert isinstance(partitions, dg.DynamicPartitionsDefinition)
+        self.partitions = partitions
         self.instance = dg.DagsterInstance.ephemeral()
 
     def remote(self, topic: str) -> str:
@@ -458,17 +453,24 @@ def backup_index_interval_default(backup: str) -> Iterator[str]:
         admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
     set_default(AlterConfigOpType.SET, "8192")
-    broker = ConfigResource(ResourceType.BROKER, "1")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # dynamic configs apply asynchronously
-        entry = admin.describe_configs([broker])[broker].result(timeout=30)[
-            "log.index.interval.bytes"
-        ]
-        if entry.value == "8192":
-            break
-        time.sleep(0.2)
-    yield "8192"
-    set_default(AlterConfigOpType.DELETE, None)
+    try:
+        broker = ConfigResource(ResourceType.BROKER, "1")
+        deadline = time.monotonic() + 30
+        while True:  # dynamic configs apply asynchronously
+            entry = admin.describe_configs([broker])[broker].result(timeout=30)[
+                "log.index.interval.bytes"
+            ]
+            if entry.value == "8192":
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"backup broker's log.index.interval.bytes still {entry.value!r} 30 s after "
+                    "setting its dynamic default to 8192"
+                )
+            time.sleep(0.2)
+        yield "8192"
+    finally:
+        set_default(AlterConfigOpType.DELETE, None)
 
 
 def _wait_for_value(bootstrap: str, topic: str, name: str, value: str) -> tuple[str | None, str]:

@@ -175,6 +175,24 @@ def test_mm2_defaults_apply_to_a_minimal_flow() -> None:
     assert flow.topic_listener_class == "mm2_assets.mm2.listeners.NoOpTopicListener"
     assert flow.group_listener_class == "mm2_assets.mm2.listeners.NoOpGroupListener"
     assert "min.insync.replicas" in flow.config_properties_exclude.items
+    assert flow.heartbeats_replication_enabled is True
+
+
+def test_heartbeats_replication_enabled_is_a_validated_boolean() -> None:
+    only_orders = "primary->backup.enabled = true\ntopics = orders\n"
+    off = only_flow(only_orders + "heartbeats.replication.enabled = FALSE\n")
+    assert off.heartbeats_replication_enabled is False
+    # Off: a heartbeats topic the filter rejects is no longer replicated; on (default) it is.
+    assert list(off.remote_topics(["heartbeats", "orders"])) == ["orders"]
+    assert list(only_flow(only_orders).remote_topics(["heartbeats", "orders"])) == [
+        "heartbeats",
+        "orders",
+    ]
+    # A typo fails at load, naming the key, instead of silently meaning false.
+    with pytest.raises(MM2ConfigError, match="expected true or false") as info:
+        only_flow("primary->backup.enabled = true\nheartbeats.replication.enabled = ture\n")
+    assert info.value.key == "heartbeats.replication.enabled"
+    assert info.value.value == "ture"
 
 
 def test_default_topic_exclude_follows_kip_1074() -> None:
@@ -377,7 +395,7 @@ def test_plugins_are_usable_from_the_flow() -> None:
     assert isinstance(flow.replication_policy(), IdentityReplicationPolicy)
     assert flow.topic_filter().should_replicate_topic("orders")
     assert not flow.topic_filter().should_replicate_topic("payments")
-    assert flow.plugin_class("topic.filter.class") is OnlyOrdersTopicFilter
+    assert type(flow.topic_filter()) is OnlyOrdersTopicFilter
     policy = only_flow(
         "primary->backup.enabled = true\nreplication.policy.separator = _\n"
     ).replication_policy()
@@ -500,6 +518,13 @@ def test_provider_without_class_fails() -> None:
     with pytest.raises(MM2ConfigError) as info:
         config("config.providers = env\n")
     assert "config.providers.env.class" in str(info.value)
+
+
+@pytest.mark.parametrize(("names", "reason"), [("env,,file", "empty"), ("env, env", "duplicated")])
+def test_provider_names_are_a_kafka_list(names: str, reason: str) -> None:
+    with pytest.raises(MM2ConfigError, match=f"must not be {reason}") as info:
+        config(f"config.providers = {names}\n")
+    assert info.value.key == "config.providers"
 
 
 # --- errors: key, value and reason -------------------------------------------------------------
@@ -802,7 +827,11 @@ def test_model_is_immutable() -> None:
     consumer = flow.client_config("source", "consumer")
     consumer["bootstrap.servers"] = "elsewhere:1"
     assert flow.client_config("source", "consumer")["bootstrap.servers"] == "p1:9092"
-    assert hash(flow) == hash(flow)
+    # Immutable values: the same file read twice gives equal, equally hashed flows.
+    again = config("primary->backup.enabled = true\n").flows[0]
+    assert again is not flow
+    assert again == flow
+    assert hash(again) == hash(flow)
 
 
 def test_build_from_mapping_does_not_alias_input() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from array import array
 
 import pytest
@@ -9,7 +10,11 @@ import pytest
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
-from mm2_assets.spark.copy_task import offset_syncs_for_batch
+from mm2_assets.spark.copy_task import (
+    CopyTaskSpec,
+    _offset_syncs_by_scan,
+    offset_syncs_for_batch,
+)
 from mm2_assets.spark.job import assign_tasks
 
 
@@ -24,6 +29,15 @@ def test_upstream_gaps_get_syncs_on_both_sides() -> None:
     upstream = array("q", [0, 1, 2, 10, 11])
     syncs = offset_syncs_for_batch(upstream, 50, 54, offset_lag_max=100)
     assert syncs == [(0, 50), (2, 52), (10, 53), (11, 54)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 99, 100, 101, 250, 1000])
+@pytest.mark.parametrize("offset_lag_max", [-1, 0, 1, 2, 3, 50, 99, 100, 101, 999, 1000, 5000])
+def test_contiguous_fast_path_matches_the_record_scan(n: int, offset_lag_max: int) -> None:
+    start = random.Random(n * 7919 + offset_lag_max).randrange(10**9)
+    upstream = array("q", range(start, start + n))
+    fast = offset_syncs_for_batch(upstream, 500, 500 + n - 1, offset_lag_max)
+    assert fast == _offset_syncs_by_scan(upstream, 500, max(1, offset_lag_max))
 
 
 def test_interleaved_downstream_falls_back_to_exact_end_points() -> None:
@@ -47,6 +61,27 @@ def test_translation_through_batch_syncs_never_skips_a_record(committed: int) ->
     needed = [first + i for i, u in enumerate(upstream) if u >= committed]
     if needed:
         assert translated <= needed[0]
+
+
+def test_spec_repr_hides_client_secrets() -> None:
+    secret = {"bootstrap.servers": "b:9092", "sasl.password": "hunter2-s3cret"}
+    spec = CopyTaskSpec(
+        flow="a->b",
+        source_topic="orders",
+        remote_topic="a.orders",
+        partition=0,
+        end_offset=10,
+        source_consumer=secret,
+        target_producer=secret,
+        target_consumer=secret,
+        progress_topic="progress",
+        offset_syncs_topic="syncs",
+        offset_syncs_on_target=True,
+        source_producer=secret,
+        transactional_id="txn",
+    )
+    assert "hunter2-s3cret" not in repr(spec)
+    assert "orders" in repr(spec)
 
 
 def test_progress_record_round_trip_and_stable_partition() -> None:

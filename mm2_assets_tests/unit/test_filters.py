@@ -10,7 +10,6 @@ from mm2_assets.mm2.filters import (
     DefaultGroupFilter,
     DefaultTopicFilter,
     FilterConfigError,
-    GroupFilter,
     TopicFilter,
     compile_pattern_list,
     load_config_property_filter,
@@ -251,7 +250,3 @@ class TestFactories:
         assert callable(loader)
         with pytest.raises(PluginLoadError, match=key.replace(".", r"\.")):
             loader({key: class_path})
-
-    def test_group_filter_base_is_abstract(self) -> None:
-        with pytest.raises(TypeError):
-            GroupFilter()  # type: ignore[abstract]

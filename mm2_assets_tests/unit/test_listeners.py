@@ -131,14 +131,6 @@ def test_configure_errors_propagate_to_the_caller() -> None:
         load_topic_listener(f)
 
 
-def test_topic_listener_must_implement_topics_changed() -> None:
-    class Incomplete(TopicListener):
-        pass
-
-    with pytest.raises(TypeError):
-        Incomplete()  # type: ignore[abstract]
-
-
 # -- set changes ------------------------------------------------------------------------------
 
 

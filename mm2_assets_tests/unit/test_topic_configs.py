@@ -15,8 +15,6 @@ from mm2_assets.mm2.topic_configs import (
     api_for_mode,
     creation_configs,
     incremental_ops,
-    legacy_config,
-    partitions_to_create,
     plan_incremental,
     plan_legacy,
     target_config,
@@ -164,7 +162,7 @@ class TestPlanLegacy:
             "retention.ms": "3600000",
             "compression.type": "zstd",
         }
-        assert legacy_config(SOURCE, default_filter()) == dict(plan.replacement)
+        assert creation_configs(SOURCE, default_filter()) == dict(plan.replacement)
 
     def test_replacement_resets_every_other_override_even_excluded_ones(self) -> None:
         source = [entry("retention.ms", "1000"), entry("segment.ms", "1", S.DEFAULT_CONFIG)]
@@ -210,12 +208,6 @@ class TestModes:
         assert 'use.incremental.alter.configs was set to "required"' in message
         assert "'backup'" in message
         assert "'p.a', 'p.b'" in message
-
-
-def test_partitions_grow_never_shrink() -> None:
-    assert partitions_to_create(6, 3) == 3
-    assert partitions_to_create(3, 3) == 0
-    assert partitions_to_create(2, 3) == 0
 
 
 def test_config_source_names() -> None:

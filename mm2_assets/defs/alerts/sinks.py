@@ -3,10 +3,15 @@
 A flow picks its sink with properties (flow-level `<src>-><tgt>.` overrides work too):
 
 - `mm2assets.alert.sink.class`: a dotted path to an `AlertSink` subclass (no-argument
-  constructor, then `configure(flow properties)`);
+  constructor, then `configure(alert properties)`);
 - else, when `mm2assets.alert.webhook.url` is set: `WebhookAlertSink` POSTing JSON there
   (`mm2assets.alert.webhook.timeout.seconds`, default 10);
 - else `LogAlertSink`: one structured JSON log line per alert.
+
+A sink's `configure` receives only the flow's `mm2assets.alert.*` properties (full keys, e.g.
+`mm2assets.alert.webhook.url`), never the rest: the flow's properties hold cluster credentials
+(SASL passwords, SSL keys) an alerting plugin has no business seeing. A custom sink takes its
+own settings under that prefix (`mm2assets.alert.<name>`).
 
 Payloads carry names and what happened, never configuration values, so no credential can
 leak through an alert. Delivery failures are logged and never propagate into the sensor.
@@ -30,9 +35,11 @@ from mm2_assets.mm2.config import FlowConfig
 
 log = logging.getLogger("mm2_assets.alerts")
 
-SINK_CLASS_CONFIG = "mm2assets.alert.sink.class"
-WEBHOOK_URL_CONFIG = "mm2assets.alert.webhook.url"
-WEBHOOK_TIMEOUT_CONFIG = "mm2assets.alert.webhook.timeout.seconds"
+# Every alert setting lives under this prefix; sinks are configured with these keys only.
+ALERT_CONFIG_PREFIX = "mm2assets.alert."
+SINK_CLASS_CONFIG = ALERT_CONFIG_PREFIX + "sink.class"
+WEBHOOK_URL_CONFIG = ALERT_CONFIG_PREFIX + "webhook.url"
+WEBHOOK_TIMEOUT_CONFIG = ALERT_CONFIG_PREFIX + "webhook.timeout.seconds"
 WEBHOOK_TIMEOUT_DEFAULT = 10.0
 
 Severity = Literal["info", "warning", "error"]
@@ -90,7 +97,7 @@ class AlertSink(ABC):
     """Receives alerts. Implementations need a no-argument constructor."""
 
     def configure(self, config: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
-        """Receive the flow's properties. Default: ignore them."""
+        """Receive the flow's `mm2assets.alert.*` properties. Default: ignore them."""
 
     @abstractmethod
     def send(self, alert: Alert) -> None:
@@ -165,17 +172,21 @@ class WebhookAlertSink(AlertSink):
             ) from None  # the chained exception could carry the full URL
 
 
+def alert_properties(flow: FlowConfig) -> dict[str, str]:
+    """The flow's `mm2assets.alert.*` properties: all a sink is configured with."""
+    return {k: v for k, v in flow.properties.items() if k.startswith(ALERT_CONFIG_PREFIX)}
+
+
 def load_alert_sink(flow: FlowConfig) -> AlertSink:
     """A new, configured sink for `flow` (see the module docstring for the choice)."""
-    class_path = flow.properties.get(SINK_CLASS_CONFIG, "").strip()
+    props = alert_properties(flow)
+    class_path = props.get(SINK_CLASS_CONFIG, "").strip()
     if class_path:
-        cls = plugins.load_class(SINK_CLASS_CONFIG, class_path, AlertSink)
-        sink: AlertSink = cls()
-    elif flow.properties.get(WEBHOOK_URL_CONFIG, "").strip():
-        sink = WebhookAlertSink()
-    else:
-        sink = LogAlertSink()
-    sink.configure(dict(flow.properties))
+        return plugins.instantiate(SINK_CLASS_CONFIG, class_path, AlertSink, props)
+    sink: AlertSink = (
+        WebhookAlertSink() if props.get(WEBHOOK_URL_CONFIG, "").strip() else LogAlertSink()
+    )
+    sink.configure(props)
     return sink
 
 

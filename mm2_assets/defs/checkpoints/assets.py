@@ -23,7 +23,9 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.run_tags import FORCE_TAG, is_forced
+from mm2_assets.kafka.admin import admin_client, list_topics
 from mm2_assets.kafka.checkpointing import (
     CheckpointRun,
     GroupOffsetSyncRun,
@@ -31,7 +33,7 @@ from mm2_assets.kafka.checkpointing import (
     emit_checkpoints,
     sync_group_offsets,
 )
-from mm2_assets.kafka.heartbeats import emit_heartbeat, heartbeat_topics, hops_by_upstream
+from mm2_assets.kafka.heartbeats import emit_heartbeat, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
 
 
@@ -70,16 +72,22 @@ def _disabled(key: str) -> dg.MaterializeResult:
     )
 
 
+_CHECKPOINT_COLUMNS = {
+    "group": "string",
+    "committed_partitions": "int",
+    "emitted": "int",
+    "untranslated": "int",
+}
+
+
 def _checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
     rows = [
-        dg.TableRecord(
-            {
-                "group": g.group,
-                "committed_partitions": g.committed_partitions,
-                "emitted": len(g.emitted),
-                "untranslated": len(g.untranslated),
-            }
-        )
+        {
+            "group": g.group,
+            "committed_partitions": g.committed_partitions,
+            "emitted": len(g.emitted),
+            "untranslated": len(g.untranslated),
+        }
         for g in run.groups.values()
     ]
     details = {
@@ -103,32 +111,29 @@ def _checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         "groups_checkpointed": len(run.groups),
         "checkpointed_groups": dg.MetadataValue.json(sorted(run.groups)),
         "synced_partitions": run.synced_partitions,
-        "groups": dg.MetadataValue.table(
-            rows,
-            schema=dg.TableSchema(
-                columns=[
-                    dg.TableColumn("group", "string"),
-                    dg.TableColumn("committed_partitions", "int"),
-                    dg.TableColumn("emitted", "int"),
-                    dg.TableColumn("untranslated", "int"),
-                ]
-            ),
-        ),
+        "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
         "group_details": dg.MetadataValue.json(details),
     }
 
 
+_SYNC_COLUMNS = {
+    "group": "string",
+    "target_state": "string",
+    "outcome": "string",
+    "written": "int",
+    "skipped_ahead": "int",
+}
+
+
 def _sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
     rows = [
-        dg.TableRecord(
-            {
-                "group": g.group,
-                "target_state": g.target_state,
-                "outcome": g.outcome,
-                "written": len(g.written),
-                "skipped_ahead": len(g.skipped_ahead),
-            }
-        )
+        {
+            "group": g.group,
+            "target_state": g.target_state,
+            "outcome": g.outcome,
+            "written": len(g.written),
+            "skipped_ahead": len(g.skipped_ahead),
+        }
         for g in run.groups.values()
     ]
     details = {
@@ -153,18 +158,7 @@ def _sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
         "groups_up_to_date": run.count("up_to_date"),
         "groups_failed": run.count("failed"),
         "partitions_written": sum(len(g.written) for g in run.groups.values()),
-        "groups": dg.MetadataValue.table(
-            rows,
-            schema=dg.TableSchema(
-                columns=[
-                    dg.TableColumn("group", "string"),
-                    dg.TableColumn("target_state", "string"),
-                    dg.TableColumn("outcome", "string"),
-                    dg.TableColumn("written", "int"),
-                    dg.TableColumn("skipped_ahead", "int"),
-                ]
-            ),
-        ),
+        "groups": table_metadata(_SYNC_COLUMNS, rows),
         "group_details": dg.MetadataValue.json(details),
     }
 
@@ -303,12 +297,13 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
         if reason is not None:
             context.log.info(f"{flow.name}: no heartbeat: {reason}")
             return
-        emission = emit_heartbeat(flow)
-        # One topic listing serves both of MirrorClient's questions.
-        topics = heartbeat_topics(
-            flow.client_config("target", "admin"), policy=policy, cluster=flow.target.alias
-        )
-        hops = hops_by_upstream(topics, policy)
+        # One listing of the target serves the heartbeats topic's creation and both of
+        # MirrorClient's questions. A heartbeats topic created just now is the local one,
+        # which names no upstream cluster, so listing before the emission loses nothing.
+        admin = admin_client(flow.client_config("target", "admin"))
+        topics = list_topics(admin, cluster=flow.target.alias)
+        emission = emit_heartbeat(flow, admin=admin, existing=topics)
+        hops = hops_by_upstream((t for t in topics if policy.is_heartbeats_topic(t)), policy)
         upstream = sorted(hops)
         yield dg.MaterializeResult(
             metadata={

@@ -38,7 +38,7 @@ from mm2_assets.defs.sensors import (
     flow_int_property,
 )
 from mm2_assets.defs.topic_configs.assets import last_materialized
-from mm2_assets.kafka.admin import TopicInfo, admin_client, end_offsets, list_topics
+from mm2_assets.kafka.admin import admin_client, end_offsets, list_topics
 from mm2_assets.kafka.checkpointing import (
     CHECKPOINTS_PARTITION,
     checkpoints_topic,
@@ -88,30 +88,20 @@ class LagSnapshot:
         return sorted({s.topic for s in self.states if s.lag > 0})
 
 
-def measure_lag(
-    flow: FlowConfig,
-    topics: Iterable[str] | None = None,
-    *,
-    source_topics: Mapping[str, TopicInfo] | None = None,
-) -> LagSnapshot:
-    """Lag of the flow's selected topics (restricted to `topics` when given).
+def measure_lag(flow: FlowConfig) -> LagSnapshot:
+    """Lag of the flow's selected topics.
 
     One topic listing, one batched ListOffsets and one read of the progress topic: cheap
     enough for every sensor tick. Lag is against the last stable offset (what a
     read_committed consumer of the source sees).
     """
-    if source_topics is None:
-        source_topics = list_topics(
-            admin_client(flow.client_config("source", "admin")), cluster=flow.source.alias
-        )
+    admin = admin_client(flow.client_config("source", "admin"))
+    source_topics = list_topics(admin, cluster=flow.source.alias)
     remote = flow.remote_topics(source_topics)
-    if topics is not None:
-        wanted = set(topics)
-        remote = {t: r for t, r in remote.items() if t in wanted}
     if not remote:
         return LagSnapshot(remote_topics={}, states=[])
     ends = end_offsets(
-        admin_client(flow.client_config("source", "admin")),
+        admin,
         [(t, p) for t in remote for p in range(source_topics[t].partitions)],
         cluster=flow.source.alias,
     )
@@ -221,27 +211,24 @@ class CheckOutcome:
         """The check's key."""
         return dg.AssetCheckKey(self.asset_key, self.check_name)
 
+    def _fields(self) -> dict[str, Any]:
+        # What AssetCheckResult and AssetCheckEvaluation both take.
+        return {
+            "asset_key": self.asset_key,
+            "check_name": self.check_name,
+            "passed": self.passed,
+            "description": self.description,
+            "metadata": dict(self.metadata),
+            "severity": self.severity,
+        }
+
     def to_result(self) -> dg.AssetCheckResult:
         """For a check executed in a run."""
-        return dg.AssetCheckResult(
-            asset_key=self.asset_key,
-            check_name=self.check_name,
-            passed=self.passed,
-            description=self.description,
-            metadata=dict(self.metadata),
-            severity=self.severity,
-        )
+        return dg.AssetCheckResult(**self._fields())
 
     def to_evaluation(self) -> dg.AssetCheckEvaluation:
         """For a check evaluated by a sensor (`SensorResult.asset_events`)."""
-        return dg.AssetCheckEvaluation(
-            asset_key=self.asset_key,
-            check_name=self.check_name,
-            passed=self.passed,
-            description=self.description,
-            metadata=dict(self.metadata),
-            severity=self.severity,
-        )
+        return dg.AssetCheckEvaluation(**self._fields())
 
 
 def lag_thresholds(flow: FlowConfig) -> tuple[int, int]:
@@ -281,14 +268,14 @@ def evaluate_replication_lag(
             candidates.append(max(0.0, now - last_copy[s.topic]))
         if candidates:
             seconds[s.topic] = max(seconds.get(s.topic, 0.0), min(candidates))
-    over = {
-        t: {"records": records[t], "seconds": round(seconds[t], 1) if t in seconds else None}
-        for t in lagging
-        if records[t] > max_records or seconds.get(t, 0.0) > max_seconds
-    }
     lag_table = {
         t: {"records": records[t], "seconds": round(seconds[t], 1) if t in seconds else None}
         for t in lagging
+    }
+    over = {
+        t: v
+        for t, v in lag_table.items()
+        if records[t] > max_records or seconds.get(t, 0.0) > max_seconds
     }
     if over:
         worst = ", ".join(

@@ -6,6 +6,7 @@ import time
 
 import dagster as dg
 
+from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import admin_client, end_offsets
 from mm2_assets.kafka.replication_plan import PartitionState, plan_replication
@@ -26,33 +27,33 @@ def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) ->
     )
 
 
-def _partition_table(states: list[PartitionState], results: dict[tuple[str, int], CopyResult]):
+_PARTITION_COLUMNS = {
+    "topic": "string",
+    "partition": "int",
+    "from_offset": "int",
+    "to_offset": "int",
+    "records": "int",
+    "end_offset": "int",
+}
+
+
+def _partition_table(
+    states: list[PartitionState], results: dict[tuple[str, int], CopyResult]
+) -> dg.TableMetadataValue:
     rows = []
     for s in states:
         r = results.get((s.topic, s.partition))
         rows.append(
-            dg.TableRecord(
-                {
-                    "topic": s.topic,
-                    "partition": s.partition,
-                    "from_offset": r.start_offset if r else s.next_offset,
-                    "to_offset": r.next_offset if r else s.next_offset,
-                    "records": r.records if r else 0,
-                    "end_offset": s.end_offset,
-                }
-            )
+            {
+                "topic": s.topic,
+                "partition": s.partition,
+                "from_offset": r.start_offset if r else s.next_offset,
+                "to_offset": r.next_offset if r else s.next_offset,
+                "records": r.records if r else 0,
+                "end_offset": s.end_offset,
+            }
         )
-    schema = dg.TableSchema(
-        columns=[
-            dg.TableColumn("topic", "string"),
-            dg.TableColumn("partition", "int"),
-            dg.TableColumn("from_offset", "int"),
-            dg.TableColumn("to_offset", "int"),
-            dg.TableColumn("records", "int"),
-            dg.TableColumn("end_offset", "int"),
-        ]
-    )
-    return dg.MetadataValue.table(rows, schema=schema)
+    return table_metadata(_PARTITION_COLUMNS, rows)
 
 
 def replicated_topics_asset(
@@ -83,7 +84,7 @@ def replicated_topics_asset(
         for topic, reason in plan.skipped.items():
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
         # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
-        tasks_max = flow.properties.get("tasks.max")
+        max_tasks = flow.tasks_max if "tasks.max" in flow.properties else None
         results: list[CopyResult] = []
         spark_start_seconds = job_seconds = 0.0
         if plan.tasks:
@@ -91,9 +92,7 @@ def replicated_topics_asset(
             session = spark.spark_session
             job_started = time.monotonic()
             spark_start_seconds = job_started - session_started
-            results = run_copy_tasks(
-                session, plan.tasks, max_tasks=int(tasks_max) if tasks_max else None
-            )
+            results = run_copy_tasks(session, plan.tasks, max_tasks=max_tasks)
             job_seconds = time.monotonic() - job_started
         # The copy window runs from the first task's start to the last task's end: the
         # steady-state rate, without session and Python worker start-up.

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.run_tags import FORCE_TAG, is_forced
 from mm2_assets.kafka.topic_config_sync import (
     TopicConfigSyncError,
@@ -37,35 +38,33 @@ def last_materialized(
     return {by_id[r.storage_id]: r.timestamp for r in records if r.storage_id in by_id}
 
 
+_TOPIC_COLUMNS = {
+    "topic": "string",
+    "remote_topic": "string",
+    "created": "bool",
+    "partitions": "int",
+    "partitions_added": "int",
+    "api": "string",
+    "set": "string",
+    "deleted": "string",
+}
+
+
 def _table(result: TopicConfigSyncResult) -> dg.TableMetadataValue:
     rows = [
-        dg.TableRecord(
-            {
-                "topic": topic,
-                "remote_topic": diff.remote_topic,
-                "created": diff.created,
-                "partitions": diff.partitions_after,
-                "partitions_added": diff.partitions_added,
-                "api": diff.api or "",
-                "set": ", ".join(diff.set),
-                "deleted": ", ".join(diff.deleted),
-            }
-        )
+        {
+            "topic": topic,
+            "remote_topic": diff.remote_topic,
+            "created": diff.created,
+            "partitions": diff.partitions_after,
+            "partitions_added": diff.partitions_added,
+            "api": diff.api or "",
+            "set": ", ".join(diff.set),
+            "deleted": ", ".join(diff.deleted),
+        }
         for topic, diff in sorted(result.diffs.items())
     ]
-    schema = dg.TableSchema(
-        columns=[
-            dg.TableColumn("topic", "string"),
-            dg.TableColumn("remote_topic", "string"),
-            dg.TableColumn("created", "bool"),
-            dg.TableColumn("partitions", "int"),
-            dg.TableColumn("partitions_added", "int"),
-            dg.TableColumn("api", "string"),
-            dg.TableColumn("set", "string"),
-            dg.TableColumn("deleted", "string"),
-        ]
-    )
-    return dg.MetadataValue.table(rows, schema=schema)
+    return table_metadata(_TOPIC_COLUMNS, rows)
 
 
 def sync_metadata(

@@ -1,0 +1,26 @@
+"""Helpers for the assets' materialization metadata."""
+
+# No `from __future__ import annotations`: modules under defs keep Dagster-visible annotations.
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import dagster as dg
+
+
+def table_metadata(
+    columns: Mapping[str, str], rows: Sequence[Mapping[str, Any]]
+) -> dg.TableMetadataValue:
+    """A table metadata value whose schema is `columns` (name → Dagster type, e.g. "int").
+
+    Each row must have exactly the columns' keys, so the schema cannot drift from the rows;
+    values are laid out in `columns` order.
+    """
+    names = list(columns)
+    records = []
+    for row in rows:
+        if row.keys() != columns.keys():
+            raise ValueError(f"table row keys {sorted(row)} differ from columns {sorted(names)}")
+        records.append(dg.TableRecord({name: row[name] for name in names}))
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns.items()])
+    return dg.MetadataValue.table(records, schema=schema)

@@ -1,0 +1,76 @@
+"""Reading MM2 and progress topics, and creating topics, against the real brokers."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.replication_plan import read_progress
+from mm2_assets.kafka.topic_reader import read_decoded
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.mm2.progress import progress_topic
+from mm2_assets.mm2.wire import Heartbeat
+from mm2_assets_tests.kafka_helpers import Rec, create_filled_topic, create_topic, recent_ms, unique
+
+pytestmark = pytest.mark.integration
+
+
+def test_read_decoded_skips_tombstones_and_counts_undecodable_records(
+    backup: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = unique("heartbeats-mixed")
+    good = Heartbeat("primary", "backup", recent_ms(5))
+    ts = recent_ms(1)
+    create_filled_topic(
+        backup,
+        topic,
+        [
+            Rec(0, good.record_key(), good.record_value(), (), ts),
+            Rec(0, good.record_key(), None, (), ts),
+            *(Rec(0, b"junk", b"junk", (), ts) for _ in range(5)),
+        ],
+    )
+    with caplog.at_level(logging.WARNING, logger="mm2_assets.kafka.topic_reader"):
+        decoded = list(
+            read_decoded(
+                {"bootstrap.servers": backup}, topic, Heartbeat.from_record, what="heartbeats"
+            )
+        )
+    assert decoded == [good]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert all(topic in w for w in warnings)
+    assert any("skipped 5 records" in w for w in warnings)
+
+
+def test_a_malformed_progress_record_names_topic_partition_and_offset(
+    backup: str, write_mm2_config
+) -> None:
+    # An alias of its own: the progress topic of the shared `primary` must stay readable.
+    source = unique("garbled").replace("-", "")
+    flow = load_mm2_config(write_mm2_config(aliases=(source, "backup"))).flows[0]
+    topic = progress_topic(source)
+    create_filled_topic(backup, topic, [Rec(2, b"{}", b"not json", (), recent_ms(1))])
+
+    with pytest.raises(ValueError) as raised:
+        read_progress(flow)
+
+    message = str(raised.value)
+    assert f"'{topic}'" in message and "partition 2 offset 0" in message
+
+
+def test_ensure_topic_after_a_creation_race_grows_the_topic_someone_else_made(
+    backup: str,
+) -> None:
+    topic = unique("raced")
+    create_topic(backup, topic, partitions=1)
+    admin = admin_client({"bootstrap.servers": backup})
+
+    # `existing` is a listing taken before the other creator: the topic looks missing.
+    changed = ensure_topic(
+        admin, topic, partitions=3, replication_factor=1, cluster="backup", existing={}
+    )
+
+    assert changed
+    assert list_topics(admin, cluster="backup", topic=topic)[topic].partitions == 3

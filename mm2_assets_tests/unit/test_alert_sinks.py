@@ -1,0 +1,90 @@
+"""Unit tests for choosing and configuring alert sinks (mm2_assets.defs.alerts.sinks)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from mm2_assets.defs.alerts.sinks import (
+    Alert,
+    AlertSink,
+    LogAlertSink,
+    WebhookAlertSink,
+    load_alert_sink,
+)
+from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
+from mm2_assets.mm2.plugins import PluginLoadError
+
+BASE = """\
+clusters = primary, backup
+primary.bootstrap.servers = p1:9092
+primary.security.protocol = SASL_SSL
+primary.sasl.mechanism = PLAIN
+primary.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+username="mm2" password="s3cret";
+backup.bootstrap.servers = b1:9092
+primary->backup.enabled = true
+primary->backup.producer.sasl.password = flow-s3cret
+"""
+HERE = __name__
+
+
+def flow(extra: str = "") -> FlowConfig:
+    """The single enabled flow of BASE plus `extra`."""
+    (only,) = parse_mm2_properties(BASE + extra, "test.properties", environ={}).flows
+    return only
+
+
+class RecordingSink(AlertSink):
+    """Keeps the properties it was configured with."""
+
+    def configure(self, config: Mapping[str, str]) -> None:
+        """Record `config`."""
+        self.config = dict(config)
+
+    def send(self, alert: Alert) -> None:
+        """Drop the alert."""
+
+
+class NeedsArguments(AlertSink):
+    """Breaks the no-argument constructor contract."""
+
+    def __init__(self, endpoint: str) -> None:
+        """Take a required argument."""
+        self.endpoint = endpoint
+
+    def send(self, alert: Alert) -> None:
+        """Drop the alert."""
+
+
+def test_default_is_the_log_sink() -> None:
+    assert type(load_alert_sink(flow())) is LogAlertSink
+
+
+def test_webhook_sink_reads_its_own_keys() -> None:
+    sink = load_alert_sink(
+        flow(
+            "mm2assets.alert.webhook.url = http://alerts.example/hook\n"
+            "primary->backup.mm2assets.alert.webhook.timeout.seconds = 3\n"
+        )
+    )
+    assert isinstance(sink, WebhookAlertSink)
+    assert (sink.url, sink.timeout) == ("http://alerts.example/hook", 3.0)
+
+
+def test_custom_sink_sees_only_alert_properties() -> None:
+    sink = load_alert_sink(
+        flow(f"mm2assets.alert.sink.class = {HERE}.RecordingSink\nmm2assets.alert.channel = ops\n")
+    )
+    assert isinstance(sink, RecordingSink)
+    # Cluster credentials and every other flow property stay out of the alerting plugin.
+    assert sink.config == {
+        "mm2assets.alert.sink.class": f"{HERE}.RecordingSink",
+        "mm2assets.alert.channel": "ops",
+    }
+
+
+def test_custom_sink_needs_a_no_argument_constructor() -> None:
+    with pytest.raises(PluginLoadError, match=r"mm2assets\.alert\.sink\.class=.*no-argument"):
+        load_alert_sink(flow(f"mm2assets.alert.sink.class = {HERE}.NeedsArguments\n"))

@@ -1,0 +1,119 @@
+"""Driver-side planning decisions in mm2_assets.kafka. The plan test stubs the cluster calls
+because a describe-configs failure cannot be provoked on the unsecured test brokers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+from mm2_assets.kafka import replication_plan
+from mm2_assets.kafka.admin import TopicInfo
+from mm2_assets.kafka.checkpointing import plan_checkpoints
+from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
+from mm2_assets.mm2.offset_translation import OffsetSyncStore, checkpoints_for_group
+from mm2_assets.mm2.topic_configs import ConfigSource, TopicConfigEntry
+from mm2_assets.mm2.wire import OffsetAndMetadata, OffsetSync, TopicPartition
+from mm2_assets.spark import class_archive
+
+PROPERTIES = """\
+clusters = primary, backup
+primary.bootstrap.servers = p1:9092
+backup.bootstrap.servers = b1:9092
+primary->backup.enabled = true
+"""
+
+
+def flow() -> FlowConfig:
+    (only,) = parse_mm2_properties(PROPERTIES, "test.properties", environ={}).flows
+    return only
+
+
+def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_described(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listings = {
+        "primary": {"orders": TopicInfo("orders", 3), "events": TopicInfo("events", 2)},
+        "backup": {},
+    }
+    created: dict[str, Mapping[str, str] | None] = {}
+
+    def ensure_topic(_admin: object, name: str, **kw: object) -> bool:
+        created[name] = kw.get("config")  # type: ignore[assignment]
+        return True
+
+    def describe(
+        _admin: object, topics: Iterable[str], *, timeout: float
+    ) -> tuple[dict[str, list[TopicConfigEntry]], dict[str, str]]:
+        assert sorted(topics) == ["events", "orders"]
+        compact = TopicConfigEntry("cleanup.policy", "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        return {"events": [compact]}, {"orders": "Broker: Topic authorization failed"}
+
+    monkeypatch.setattr(replication_plan, "admin_client", lambda _config: object())
+    monkeypatch.setattr(
+        replication_plan, "list_topics", lambda _admin, *, cluster: dict(listings[cluster])
+    )
+    monkeypatch.setattr(replication_plan, "describe_topic_configs", describe)
+    monkeypatch.setattr(replication_plan, "ensure_topic", ensure_topic)
+    monkeypatch.setattr(replication_plan, "read_progress", lambda _flow: {})
+    monkeypatch.setattr(
+        replication_plan,
+        "end_offsets",
+        lambda _admin, partitions, *, cluster: {key: 10 for key in partitions},
+    )
+    monkeypatch.setattr(
+        replication_plan,
+        "start_offsets",
+        lambda _admin, partitions, *, cluster: {key: 0 for key in partitions},
+    )
+
+    plan = replication_plan.plan_replication(flow(), ["orders", "events"])
+
+    reason = plan.skipped["orders"]
+    assert "orders" in reason and "primary" in reason and "authorization failed" in reason
+    assert "orders" not in plan.remote_topics
+    assert "primary.orders" not in created
+    assert created["primary.events"] == {"cleanup.policy": "compact"}
+    assert {t.source_topic for t in plan.tasks} == {"events"}
+
+
+def test_plan_checkpoints_matches_checkpoints_for_group_and_lists_untranslated() -> None:
+    the_flow = flow()
+    store = OffsetSyncStore()
+    store.add(OffsetSync("orders", 0, 100, 40))
+    store.add(OffsetSync("orders", 1, 10, 5))
+    committed = {
+        TopicPartition("orders", 0): OffsetAndMetadata(100, ""),
+        TopicPartition("orders", 1): OffsetAndMetadata(20, "m"),
+        TopicPartition("orders", 2): OffsetAndMetadata(3, ""),  # no sync: untranslated
+    }
+    first = plan_checkpoints(the_flow, {"g": committed}, store=store, previous={})["g"]
+    topic_filter = the_flow.topic_filter()
+    try:
+        expected = checkpoints_for_group(
+            "g",
+            committed,
+            store=store,
+            source_alias="primary",
+            target_alias="backup",
+            policy=the_flow.replication_policy(),
+            topic_filter=topic_filter,
+        )
+    finally:
+        topic_filter.close()
+    assert first.emitted == expected and len(expected) == 2
+    assert first.untranslated == [TopicPartition("orders", 2)]
+    assert first.committed_partitions == 3
+    # Nothing moved since: no checkpoint again, the untranslated partition still listed.
+    again = plan_checkpoints(the_flow, {"g": committed}, store=store, previous={"g": expected})
+    assert again["g"].emitted == {}
+    assert again["g"].untranslated == [TopicPartition("orders", 2)]
+
+
+def test_user_cds_options_skip_the_archive_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail() -> None:
+        raise AssertionError("archive_path() called although the user manages CDS")
+
+    monkeypatch.setattr(class_archive, "archive_path", fail)
+    user = "-XX:SharedArchiveFile=/tmp/mine.jsa"
+    assert class_archive.driver_java_options(user).endswith(user)
