@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from mm2_assets.defs.automation import flow_automation
-from mm2_assets.defs.checkpoints.assets import checkpoint_assets, heartbeats_asset
+from mm2_assets.defs.checkpoints.assets import checkpoint_assets
+from mm2_assets.defs.flows import flow_automation
+from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.resources import SparkResource
@@ -27,7 +28,8 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         source = source_topics_spec(flow, partitions)
         replicated = replicated_topics_asset(flow, partitions, source)
         configs = topic_configs_asset(flow, partitions, replicated.key)
-        checkpoints, synced, heartbeats = checkpoint_assets(flow, replicated.key)
+        checkpoints, synced = checkpoint_assets(flow, replicated.key)
+        heartbeats = heartbeats_asset(flow)
         assets.extend([source, replicated, configs, checkpoints, synced, heartbeats])
         automation = flow_automation(
             flow,

@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from mm2_assets.defs.replication.partitions import topics_partitions
-from mm2_assets.defs.sensors.topic_listener import current_topic_map
+from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig, load_mm2_config
 
 

@@ -10,6 +10,9 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSp
 
 ADMIN_TIMEOUT_S = 30.0
 
+COMPACTED: Mapping[str, str] = {"cleanup.policy": "compact"}
+"""Topic config of the internal topics (MM2's and ours): one live record per key."""
+
 
 class KafkaAdminError(RuntimeError):
     """An admin operation failed; the message names the cluster and the topic."""

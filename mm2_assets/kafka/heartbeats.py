@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import TopicInfo, admin_client, ensure_topic, list_topics
-from mm2_assets.kafka.replication_plan import COMPACTED
+from mm2_assets.kafka.admin import COMPACTED, TopicInfo, admin_client, ensure_topic, list_topics
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from mm2_assets.kafka.replication_plan import offset_syncs_location
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
@@ -19,6 +18,15 @@ from mm2_assets.mm2.wire import OffsetSync
 
 OFFSET_SYNCS_PARTITION = 0
 """MM2 writes every offset sync of a flow to partition 0 (MirrorSourceTask/OffsetSyncWriter)."""
+
+
+def offset_syncs_location(flow: FlowConfig) -> tuple[str, bool]:
+    """(offset-syncs topic name, whether it lives on the target), per
+    `offset-syncs.topic.location`: MM2 names it after the *other* cluster."""
+    policy = flow.replication_policy()
+    on_target = flow.offset_syncs_topic_location == "target"
+    other = flow.source.alias if on_target else flow.target.alias
+    return policy.offset_syncs_topic(other), on_target
 
 
 def read_offset_syncs(

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mm2_assets.kafka.admin import KafkaAdminError
-from mm2_assets.kafka.checkpointing import read_checkpoints
+from mm2_assets.kafka.checkpoint_store import read_checkpoints
 from mm2_assets.kafka.heartbeats import (
     heartbeat_topics,
     replication_hops,

@@ -14,36 +14,19 @@ from dataclasses import dataclass, field
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import (
+    COMPACTED,
     TopicInfo,
     admin_client,
-    end_offsets,
     ensure_topic,
     list_topics,
-    start_offsets,
 )
+from mm2_assets.kafka.copy_task import CopyTaskSpec
+from mm2_assets.kafka.offset_syncs import offset_syncs_location
+from mm2_assets.kafka.replication_state import PartitionState, partition_states
 from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_remote_topics
-from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_topic
+from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, progress_topic
 from mm2_assets.mm2.topic_configs import creation_configs
-from mm2_assets.spark.copy_task import CopyTaskSpec
-
-COMPACTED = {"cleanup.policy": "compact"}
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """Where one source partition stands: committed progress against its end offset."""
-
-    topic: str
-    partition: int
-    next_offset: int
-    end_offset: int
-
-    @property
-    def lag(self) -> int:
-        """Records on the source not yet on the target."""
-        return max(0, self.end_offset - self.next_offset)
 
 
 @dataclass
@@ -58,41 +41,9 @@ class ReplicationPlan:
     created: list[str] = field(default_factory=list)
 
 
-def offset_syncs_location(flow: FlowConfig) -> tuple[str, bool]:
-    """(offset-syncs topic name, whether it lives on the target), per
-    `offset-syncs.topic.location`: MM2 names it after the *other* cluster."""
-    policy = flow.replication_policy()
-    on_target = flow.offset_syncs_topic_location == "target"
-    other = flow.source.alias if on_target else flow.target.alias
-    return policy.offset_syncs_topic(other), on_target
-
-
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
     """Stable per flow and source partition: a new attempt fences the previous one."""
     return f"mm2-assets.{flow.source.alias}->{flow.target.alias}.{topic}.{partition}"
-
-
-def read_progress(flow: FlowConfig) -> dict[tuple[str, int], Progress]:
-    """The committed progress of every partition of the flow (latest record per key).
-
-    A malformed record raises ValueError naming the topic, partition and offset: unlike the
-    MM2-format topics, skipping one could restart a partition from its log start.
-    """
-    topic = progress_topic(flow.source.alias)
-    out: dict[tuple[str, int], Progress] = {}
-    for msg in read_to_end(flow.client_config("target", "consumer"), topic):
-        if msg.value() is None:
-            continue
-        try:
-            progress = Progress.from_record(msg.key(), msg.value())
-        except ValueError as exc:
-            raise ValueError(
-                f"progress topic '{topic}' on '{flow.target.alias}', partition "
-                f"{msg.partition()} offset {msg.offset()}: {exc}"
-            ) from exc
-        if progress.flow == flow.name:
-            out[(progress.topic, progress.partition)] = progress
-    return out
 
 
 def ensure_internal_topics(
@@ -192,24 +143,10 @@ def plan_replication(
     finally:
         config_filter.close()
 
-    progress = read_progress(flow)
-    ends = end_offsets(
-        source_admin,
-        [(t, p) for t in plan.remote_topics for p in range(source_topics[t].partitions)],
-        cluster=flow.source.alias,
-    )
-    # Without progress a partition starts at its log start: a range retention already emptied
-    # is no work (and no task) at all.
-    starts = start_offsets(
-        source_admin,
-        [key for key in ends if key not in progress],
-        cluster=flow.source.alias,
-    )
+    counts = {t: source_topics[t].partitions for t in plan.remote_topics}
     syncs_topic, syncs_on_target = offset_syncs_location(flow)
-    for (topic, partition), end in sorted(ends.items()):
-        done = progress.get((topic, partition))
-        next_offset = done.next_offset if done else starts[(topic, partition)]
-        state = PartitionState(topic, partition, next_offset, end)
+    for state in partition_states(flow, counts, source_admin=source_admin):
+        topic, partition, end = state.topic, state.partition, state.end_offset
         plan.states.append(state)
         if state.lag == 0:
             continue

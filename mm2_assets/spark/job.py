@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
-from mm2_assets.spark.copy_task import CopyResult, CopyTaskSpec, copy_partition
+from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, copy_partition
 
 if TYPE_CHECKING:
     import pyarrow as pa

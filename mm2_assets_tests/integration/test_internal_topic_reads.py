@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
-from mm2_assets.kafka.replication_plan import read_progress
+from mm2_assets.kafka.progress_store import read_progress
 from mm2_assets.kafka.topic_reader import read_decoded
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import progress_topic

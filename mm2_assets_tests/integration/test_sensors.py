@@ -23,8 +23,8 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.alerts.sinks import Alert, WebhookAlertSink, redact_url
-from mm2_assets.defs.checks.checks import CHECK_LAG, CHECK_TARGET_TOPICS
-from mm2_assets.defs.sensors import FLOW_TAG, WORK_TAG, partition_range_request
+from mm2_assets.defs.health.verdicts import CHECK_LAG, CHECK_TARGET_TOPICS
+from mm2_assets.defs.run_requests import FLOW_TAG, WORK_TAG, partition_range_request
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
 from mm2_assets.mm2.listeners import GroupListener, TopicListener
 from mm2_assets_tests.kafka_helpers import Rec, consume_all, create_topic, produce, unique
@@ -463,7 +463,6 @@ def test_group_listener_follows_groups_appearing_and_disappearing(
     # New groups get checkpoints now, not after the interval.
     [request] = data.run_requests
     assert request.asset_selection == [flow.keys["checkpoints"]]
-    assert request.tags["mm2-assets/force"] == "true"
 
     data = flow.tick("group_listener")
     assert not data.run_requests

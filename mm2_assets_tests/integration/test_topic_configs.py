@@ -32,7 +32,6 @@ from confluent_kafka.admin import (
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.run_tags import FORCE_TAG
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets_tests.kafka_helpers import create_topic, unique
 
@@ -307,7 +306,7 @@ class Flow:
         return f"{self.flow.source.alias}.{topic}"
 
     def materialize(
-        self, topics: list[str], *, force: bool = False, expect_success: bool = True
+        self, topics: list[str], *, expect_success: bool = True
     ) -> dg.ExecuteInProcessResult:
         known = self.instance.get_dynamic_partitions(self.partitions.name)
         self.instance.add_dynamic_partitions(
@@ -326,8 +325,6 @@ class Flow:
                 "dagster/asset_partition_range_end": ordered[-1],
             }
         )
-        if force:
-            tags[FORCE_TAG] = "true"
         result = dg.materialize(
             [self.asset], instance=self.instance, tags=tags, raise_on_error=False
         )
@@ -369,7 +366,7 @@ def test_compacted_source_replicates_compacted_and_changes_propagate(
     assert first["created_topics"] == [remote]
 
     alter(primary, topic, retention_ms="3600000", segment_ms="600000")
-    changes = flow.metadata(flow.materialize([topic], force=True))["changes"][topic]
+    changes = flow.metadata(flow.materialize([topic]))["changes"][topic]
     assert changes["api"] == "incremental"
     assert changes["set"] == {
         "retention.ms": {"from": "7200000", "to": "3600000"},
@@ -383,7 +380,7 @@ def test_compacted_source_replicates_compacted_and_changes_propagate(
 
     # Back to the default on the source: reset (DELETE) on the target, not left stale.
     alter(primary, topic, segment_ms=None)
-    changes = flow.metadata(flow.materialize([topic], force=True))["changes"][topic]
+    changes = flow.metadata(flow.materialize([topic]))["changes"][topic]
     assert changes["deleted"] == {"segment.ms": "600000"}
     assert overrides(backup, remote) == {"cleanup.policy": "compact", "retention.ms": "3600000"}
 
@@ -421,7 +418,7 @@ def test_excluded_property_is_not_replicated(primary, backup, write_mm2_config) 
 
     alter(backup, flow.remote(topic), delete_retention_ms="999")
     alter(primary, topic, delete_retention_ms="4321")
-    flow.materialize([topic], force=True)
+    flow.materialize([topic])
     assert overrides(backup, flow.remote(topic))["delete.retention.ms"] == "999"
 
 
@@ -553,7 +550,7 @@ def test_never_uses_legacy_alter_configs(primary, backup, write_mm2_config) -> N
     assert overrides(backup, flow.remote(topic)) == {"retention.ms": "5000000"}
 
     alter(primary, topic, retention_ms=None)
-    changes = flow.metadata(flow.materialize([topic], force=True))["changes"][topic]
+    changes = flow.metadata(flow.materialize([topic]))["changes"][topic]
     assert changes["api"] == "legacy"
     assert changes["deleted"] == {"retention.ms": "5000000"}
     assert overrides(backup, flow.remote(topic)) == {}
@@ -612,7 +609,7 @@ def test_partitions_added_on_the_source_appear_on_the_target(
 
     admin = AdminClient({"bootstrap.servers": primary})
     admin.create_partitions([NewPartitions(topic, 5)])[topic].result(timeout=30)
-    meta = flow.metadata(flow.materialize([topic], force=True))
+    meta = flow.metadata(flow.materialize([topic]))
     assert meta["partitions_added"] == 3
     assert meta["changes"][topic]["partitions_added"] == 3
     assert partition_count(backup, flow.remote(topic)) == 5
@@ -633,23 +630,17 @@ def test_one_run_syncs_many_topics_and_skips_unselected(primary, backup, write_m
         assert overrides(backup, flow.remote(topic)) == {"retention.ms": str(1_000_000 + i)}
 
 
-def test_interval_skips_recent_syncs_unless_forced(primary, backup, write_mm2_config) -> None:
+def test_every_materialization_syncs_now(primary, backup, write_mm2_config) -> None:
+    # The interval is the replication driver's to keep; a materialization always syncs.
     flow = Flow(write_mm2_config("sync.topic.configs.interval.seconds = 3600\n"))
     topic = unique("interval")
     create_topic(primary, topic, config={"retention.ms": "5000000"})
     assert flow.metadata(flow.materialize([topic])) is not None
-
-    alter(primary, topic, retention_ms="6000000")
-    assert flow.metadata(flow.materialize([topic])) is None  # synced less than 1h ago
     assert overrides(backup, flow.remote(topic))["retention.ms"] == "5000000"
 
-    assert flow.metadata(flow.materialize([topic], force=True)) is not None
+    alter(primary, topic, retention_ms="6000000")
+    assert flow.metadata(flow.materialize([topic])) is not None
     assert overrides(backup, flow.remote(topic))["retention.ms"] == "6000000"
-
-    # A topic never synced makes the run go ahead.
-    other = unique("interval-new")
-    create_topic(primary, other)
-    assert flow.metadata(flow.materialize(sorted([topic, other]))) is not None
 
 
 def test_disabled_config_sync_still_follows_partitions(primary, backup, write_mm2_config) -> None:

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from mm2_assets.mm2.client_properties import is_secret_key, mask
 from mm2_assets.mm2.config import (
     FLOW_DEFAULTS,
     FlowConfig,
     MM2Config,
     MM2ConfigError,
     build_mm2_config,
-    is_secret_key,
     load_mm2_config,
-    mask,
     parse_java_properties,
     parse_mm2_properties,
 )

@@ -7,14 +7,10 @@ from array import array
 
 import pytest
 
+from mm2_assets.kafka.copy_task import CopyTaskSpec, _offset_syncs_by_scan, offset_syncs_for_batch
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
-from mm2_assets.spark.copy_task import (
-    CopyTaskSpec,
-    _offset_syncs_by_scan,
-    offset_syncs_for_batch,
-)
 from mm2_assets.spark.job import assign_tasks
 
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from mm2_assets.kafka import replication_plan
+from mm2_assets.kafka import replication_plan, replication_state
 from mm2_assets.kafka.admin import TopicInfo
-from mm2_assets.kafka.checkpointing import plan_checkpoints
+from mm2_assets.kafka.checkpoint_task import plan_checkpoints
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.offset_translation import OffsetSyncStore, checkpoints_for_group
 from mm2_assets.mm2.topic_configs import ConfigSource, TopicConfigEntry
@@ -55,14 +55,14 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
     )
     monkeypatch.setattr(replication_plan, "describe_topic_configs", describe)
     monkeypatch.setattr(replication_plan, "ensure_topic", ensure_topic)
-    monkeypatch.setattr(replication_plan, "read_progress", lambda _flow: {})
+    monkeypatch.setattr(replication_state, "read_flow_progress", lambda _flow: {})
     monkeypatch.setattr(
-        replication_plan,
+        replication_state,
         "end_offsets",
         lambda _admin, partitions, *, cluster: {key: 10 for key in partitions},
     )
     monkeypatch.setattr(
-        replication_plan,
+        replication_state,
         "start_offsets",
         lambda _admin, partitions, *, cluster: {key: 0 for key in partitions},
     )

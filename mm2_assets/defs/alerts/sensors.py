@@ -20,13 +20,12 @@ from typing import Any
 import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import Alert, send_alerts
-from mm2_assets.defs.sensors import (
+from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.run_requests import (
     FLOW_TAG,
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
     WORK_TAG,
-    read_cursor,
-    write_cursor,
 )
 from mm2_assets.mm2.config import FlowConfig
 

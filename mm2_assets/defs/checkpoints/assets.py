@@ -1,76 +1,24 @@
-"""`checkpoints`, `synced_group_offsets` and `heartbeats`: MM2's checkpoint and heartbeat
-connectors as assets of one flow.
+"""`checkpoints` and `synced_group_offsets`: MM2's checkpoint connector as assets of one flow.
 
-Lineage: `replicated_topics` → `checkpoints` → `synced_group_offsets`; `heartbeats` beside
-them. These are small control-plane passes, run in the asset's process with confluent-kafka
-(no Spark session).
-
-Each asset honours its MM2 switch and interval:
-
-- disabled (`emit.checkpoints.enabled`, `sync.group.offsets.enabled`,
-  `emit.heartbeats.enabled` = false): the materialization does nothing and says so;
-- interval (`emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`,
-  `emit.heartbeats.interval.seconds`): when the asset's last materialization is younger,
-  the run does no work and records no materialization (so the interval keeps counting from
-  the last real pass; downstream steps of the same run are skipped by Dagster). Run config
-  `force: true` or the run tag `mm2-assets/force=true` bypasses the interval.
+Lineage: `replicated_topics` → `checkpoints` → `synced_group_offsets`. These are small
+control-plane passes, run in the asset's process with confluent-kafka (no Spark session).
+Materializing one does its pass now; the replication driver materializes them on MM2's
+intervals (`emit.checkpoints.interval.seconds`, `sync.group.offsets.interval.seconds`). With
+the MM2 switch off (`emit.checkpoints.enabled`, `sync.group.offsets.enabled` = false) the
+materialization does nothing and says so.
 """
 
-# No `from __future__ import annotations` here: Dagster resolves the `config:` parameter's
-# annotation at decoration time and needs the class, not a string.
-import time
+# No `from __future__ import annotations`: Dagster reads the context annotations.
 from collections.abc import Iterator
 
 import dagster as dg
 
+from mm2_assets.defs.intervals import disabled_result
 from mm2_assets.defs.metadata import table_metadata
-from mm2_assets.defs.run_tags import FORCE_TAG, is_forced
-from mm2_assets.kafka.admin import admin_client, list_topics
-from mm2_assets.kafka.checkpointing import (
-    CheckpointRun,
-    GroupOffsetSyncRun,
-    checkpoints_topic,
-    emit_checkpoints,
-    sync_group_offsets,
-)
-from mm2_assets.kafka.heartbeats import emit_heartbeat, hops_by_upstream
+from mm2_assets.kafka.checkpoint_store import checkpoints_topic
+from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
+from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.mm2.config import FlowConfig
-
-
-class IntervalRunConfig(dg.Config):
-    """Run config of the interval-gated assets."""
-
-    force: bool = False
-    """Do the work even if the last materialization is younger than the MM2 interval."""
-
-
-def _forced(context: dg.AssetExecutionContext, config: IntervalRunConfig) -> bool:
-    return config.force or is_forced(context.run.tags)
-
-
-def interval_skip_reason(
-    context: dg.AssetExecutionContext, interval_seconds: int, config: IntervalRunConfig
-) -> str | None:
-    """Why this run should skip the work (last materialization too recent), else None."""
-    if _forced(context, config):
-        return None
-    event = context.instance.get_latest_materialization_event(context.asset_key)
-    if event is None:
-        return None
-    age = time.time() - event.timestamp
-    if age >= interval_seconds:
-        return None
-    return (
-        f"last materialized {age:.1f}s ago, less than the {interval_seconds}s interval; "
-        f"set run config force=true or tag {FORCE_TAG}=true to run anyway"
-    )
-
-
-def _disabled(key: str) -> dg.MaterializeResult:
-    return dg.MaterializeResult(
-        metadata={"enabled": False, "status": f"{key} = false: nothing done"}
-    )
-
 
 _CHECKPOINT_COLUMNS = {
     "group": "string",
@@ -184,15 +132,9 @@ def checkpoints_asset(flow: FlowConfig, replicated_topics_key: dg.AssetKey) -> d
             "interval_seconds": flow.emit_checkpoints_interval_seconds,
         },
     )
-    def checkpoints(
-        context: dg.AssetExecutionContext, config: IntervalRunConfig
-    ) -> Iterator[dg.MaterializeResult]:
+    def checkpoints(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         if not flow.emit_checkpoints_enabled:
-            yield _disabled("emit.checkpoints.enabled")
-            return
-        reason = interval_skip_reason(context, flow.emit_checkpoints_interval_seconds, config)
-        if reason is not None:
-            context.log.info(f"{flow.name}: not checkpointing: {reason}")
+            yield disabled_result("emit.checkpoints.enabled")
             return
         run = emit_checkpoints(flow)
         for group in run.groups.values():
@@ -233,9 +175,7 @@ def synced_group_offsets_asset(
             "interval_seconds": flow.sync_group_offsets_interval_seconds,
         },
     )
-    def synced_group_offsets(
-        context: dg.AssetExecutionContext, config: IntervalRunConfig
-    ) -> Iterator[dg.MaterializeResult]:
+    def synced_group_offsets(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         # MM2 syncs only when checkpoints are emitted too (the sync runs in the checkpoint task).
         if not flow.sync_group_offsets_enabled or not flow.emit_checkpoints_enabled:
             key = (
@@ -243,11 +183,7 @@ def synced_group_offsets_asset(
                 if not flow.sync_group_offsets_enabled
                 else "emit.checkpoints.enabled"
             )
-            yield _disabled(key)
-            return
-        reason = interval_skip_reason(context, flow.sync_group_offsets_interval_seconds, config)
-        if reason is not None:
-            context.log.info(f"{flow.name}: not syncing group offsets: {reason}")
+            yield disabled_result(key)
             return
         run = sync_group_offsets(flow)
         for group in run.groups.values():
@@ -262,80 +198,10 @@ def synced_group_offsets_asset(
     return synced_group_offsets
 
 
-def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
-    """`[flow.key, "heartbeats"]`: MirrorHeartbeatTask for the pair.
-
-    MM2 emits heartbeats for every pair with `emit.heartbeats.enabled` (MM2Config's
-    `heartbeat_flows`), replicating or not: use this for those pairs too.
-    """
-    policy = flow.replication_policy()
-
-    @dg.asset(
-        name="heartbeats",
-        key_prefix=[flow.key],
-        group_name=flow.key,
-        kinds={"kafka"},
-        output_required=False,
-        description=(
-            f"Heartbeats from '{flow.source.alias}' in '{policy.heartbeats_topic()}' on "
-            f"'{flow.target.alias}' (flow {flow.name}); with replicated heartbeats topics "
-            "they trace which clusters reach which."
-        ),
-        metadata={
-            "source": flow.source.alias,
-            "target": flow.target.alias,
-            "interval_seconds": flow.emit_heartbeats_interval_seconds,
-        },
-    )
-    def heartbeats(
-        context: dg.AssetExecutionContext, config: IntervalRunConfig
-    ) -> Iterator[dg.MaterializeResult]:
-        if not flow.emit_heartbeats_enabled:
-            yield _disabled("emit.heartbeats.enabled")
-            return
-        reason = interval_skip_reason(context, flow.emit_heartbeats_interval_seconds, config)
-        if reason is not None:
-            context.log.info(f"{flow.name}: no heartbeat: {reason}")
-            return
-        # One listing of the target serves the heartbeats topic's creation and both of
-        # MirrorClient's questions. A heartbeats topic created just now is the local one,
-        # which names no upstream cluster, so listing before the emission loses nothing.
-        admin = admin_client(flow.client_config("target", "admin"))
-        topics = list_topics(admin, cluster=flow.target.alias)
-        emission = emit_heartbeat(flow, admin=admin, existing=topics)
-        hops = hops_by_upstream((t for t in topics if policy.is_heartbeats_topic(t)), policy)
-        upstream = sorted(hops)
-        yield dg.MaterializeResult(
-            metadata={
-                "enabled": True,
-                "heartbeat_timestamp": dg.MetadataValue.timestamp(
-                    emission.heartbeat.timestamp / 1000.0
-                ),
-                "heartbeat_timestamp_ms": emission.heartbeat.timestamp,
-                "heartbeats_topic": emission.topic,
-                "cluster": emission.cluster,
-                "offset": emission.offset,
-                "created_topic": emission.created_topic,
-                "upstream_clusters": dg.MetadataValue.json(upstream),
-                "replication_hops": dg.MetadataValue.json(hops),
-            }
-        )
-
-    return heartbeats
-
-
 def checkpoint_assets(
-    flow: FlowConfig, replicated_topics_key: dg.AssetKey | dg.AssetsDefinition
-) -> list[dg.AssetsDefinition]:
-    """The flow's `checkpoints`, `synced_group_offsets` and `heartbeats` assets.
-
-    `replicated_topics_key` is the flow's `replicated_topics` asset (or its key).
-    """
-    if isinstance(replicated_topics_key, dg.AssetsDefinition):
-        replicated_topics_key = replicated_topics_key.key
+    flow: FlowConfig, replicated_topics_key: dg.AssetKey
+) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition]:
+    """The flow's `checkpoints` and `synced_group_offsets` assets, downstream of its
+    `replicated_topics` (`replicated_topics_key`)."""
     checkpoints = checkpoints_asset(flow, replicated_topics_key)
-    return [
-        checkpoints,
-        synced_group_offsets_asset(flow, checkpoints.key),
-        heartbeats_asset(flow),
-    ]
+    return checkpoints, synced_group_offsets_asset(flow, checkpoints.key)

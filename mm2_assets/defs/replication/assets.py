@@ -9,9 +9,10 @@ import dagster as dg
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import admin_client, end_offsets
-from mm2_assets.kafka.replication_plan import PartitionState, plan_replication
+from mm2_assets.kafka.copy_task import CopyResult
+from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.kafka.replication_state import PartitionState
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.spark.copy_task import CopyResult
 from mm2_assets.spark.job import run_copy_tasks
 
 

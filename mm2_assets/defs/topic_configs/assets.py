@@ -7,36 +7,18 @@ run as one multi-partition run. It does what MM2's MirrorSourceConnector does on
 
 # No `from __future__ import annotations`: Dagster checks the `context` annotation as an object.
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
 
 from mm2_assets.defs.metadata import table_metadata
-from mm2_assets.defs.run_tags import FORCE_TAG, is_forced
 from mm2_assets.kafka.topic_config_sync import (
     TopicConfigSyncError,
     TopicConfigSyncResult,
     sync_topic_configs,
 )
 from mm2_assets.mm2.config import FlowConfig
-
-
-def last_materialized(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: Sequence[str]
-) -> dict[str, float]:
-    """Timestamp of the latest materialization of each of `partitions` that has one."""
-    storage_ids = instance.get_latest_storage_id_by_partition(
-        key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(partitions)
-    )
-    if not storage_ids:
-        return {}
-    by_id = {storage_id: partition for partition, storage_id in storage_ids.items()}
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, storage_ids=list(by_id)), limit=len(by_id)
-    ).records
-    return {by_id[r.storage_id]: r.timestamp for r in records if r.storage_id in by_id}
-
 
 _TOPIC_COLUMNS = {
     "topic": "string",
@@ -98,9 +80,8 @@ def topic_configs_asset(
     """The flow's `topic_configs` asset (key `[flow.key, "topic_configs"]`).
 
     Materializing topics creates missing remote topics, grows their partition counts and, if
-    `sync.topic.configs.enabled`, syncs their configs. A run whose topics were all synced less
-    than `sync.topic.configs.interval.seconds` ago materializes nothing, unless tagged
-    `force=true`.
+    `sync.topic.configs.enabled`, syncs their configs; the replication driver materializes
+    every topic each `sync.topic.configs.interval.seconds`.
     """
     key = dg.AssetKey([flow.key, "topic_configs"])
     interval = flow.sync_topic_configs_interval_seconds
@@ -112,7 +93,6 @@ def topic_configs_asset(
         backfill_policy=dg.BackfillPolicy.single_run(),
         group_name=flow.key,
         kinds={"kafka"},
-        output_required=False,
         description=(
             f"Configs and partition counts of the remote topics on '{flow.target.alias}' "
             f"following '{flow.source.alias}' (flow {flow.name}, KIP-894); one partition per "
@@ -127,22 +107,10 @@ def topic_configs_asset(
             "use.defaults.from": flow.use_defaults_from,
         },
     )
-    def topic_configs(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+    def topic_configs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         started = time.monotonic()
         topics = list(context.partition_keys)
         enabled = flow.sync_topic_configs_enabled
-        if enabled and not is_forced(context.run.tags):
-            # Like MM2's schedule: no sync before the interval is up. Topics never synced
-            # (new ones) always make the run go ahead.
-            synced = last_materialized(context.instance, key, topics)
-            cutoff = time.time() - interval
-            if topics and all(synced.get(t, 0.0) > cutoff for t in topics):
-                context.log.info(
-                    f"{flow.name}: topic configs of {len(topics)} topics synced less than "
-                    f"{interval}s ago (sync.topic.configs.interval.seconds); skipping. "
-                    f"Tag the run {FORCE_TAG}=true to sync now."
-                )
-                return
         try:
             result = sync_topic_configs(flow, topics, sync_configs=enabled)
         except TopicConfigSyncError as exc:
@@ -160,7 +128,7 @@ def topic_configs_asset(
             )
         for topic, diff in sorted(result.changed.items()):
             context.log.info(f"{flow.name}: {topic} -> {diff.as_dict()}")
-        yield dg.MaterializeResult(
+        return dg.MaterializeResult(
             metadata=sync_metadata(
                 flow, result, configs_synced=enabled, seconds=time.monotonic() - started
             )

@@ -27,28 +27,19 @@ import time
 
 import dagster as dg
 
-from mm2_assets.defs.checks.checks import LagSnapshot, evaluate_flow_health, measure_lag
-from mm2_assets.defs.sensors import (
-    CHECKS_INTERVAL_CONFIG,
-    CHECKS_INTERVAL_DEFAULT,
-    FORCE_TAGS,
+from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.health.checks import evaluate_flow_health
+from mm2_assets.defs.intervals import checks_interval_seconds, driver_interval_seconds
+from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
     WORK_REPLICATE,
     WORK_TOPIC_CONFIGS,
-    driver_interval_seconds,
-    flow_int_property,
     partition_range_request,
-    read_cursor,
     run_tags,
     work_in_flight,
-    write_cursor,
 )
+from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.config import FlowConfig
-
-
-def checks_interval_seconds(flow: FlowConfig) -> int:
-    """How often the driver evaluates the health checks (`mm2assets.checks.interval.seconds`)."""
-    return flow_int_property(flow, CHECKS_INTERVAL_CONFIG, CHECKS_INTERVAL_DEFAULT)
 
 
 def replication_driver_sensor(
@@ -161,7 +152,7 @@ def replication_driver_sensor(
                 dg.RunRequest(
                     asset_selection=[k for _, k in due_control],
                     asset_check_keys=[],
-                    tags=run_tags(flow, WORK_CONTROL, "interval", **FORCE_TAGS),
+                    tags=run_tags(flow, WORK_CONTROL, "interval"),
                 )
             )
             for name, _ in due_control:
@@ -179,7 +170,7 @@ def replication_driver_sensor(
                     present,
                     present,
                     asset_selection=[topic_configs],
-                    tags=run_tags(flow, WORK_TOPIC_CONFIGS, "interval", **FORCE_TAGS),
+                    tags=run_tags(flow, WORK_TOPIC_CONFIGS, "interval"),
                 )
                 if request is not None:
                     run_requests.append(request)

@@ -1,11 +1,12 @@
-"""What one Spark task runs: copy a source topic-partition range to its remote topic.
+"""MM2's MirrorSourceTask: copy a source topic-partition range to its remote topic.
 
 The task owns a transactional producer whose id is fixed per flow and partition, so starting
 it fences any zombie from an earlier attempt. After fencing it reads the committed progress,
 then copies records in batches; each batch is one Kafka transaction holding the records, the
 offset syncs (when they live on the target) and the new progress. A crash at any point leaves
 either the whole batch or none of it visible to read_committed consumers, and the next run
-resumes at the committed progress. No Spark import here: the module runs inside workers.
+resumes at the committed progress. This is MM2's MirrorSourceTask; it imports no Spark, so any
+engine (a Spark job today) can run it in its workers.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mm2_assets.kafka.topic_reader import read_to_end
-from mm2_assets.mm2.progress import Progress, progress_key, progress_partition
+from mm2_assets.kafka.progress_store import read_progress
+from mm2_assets.mm2.progress import Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
 
 # librdkafka settings the copy path depends on; user producer settings may tune the rest.
@@ -159,17 +160,11 @@ def _offset_syncs_by_scan(
 
 
 def committed_progress(spec: CopyTaskSpec) -> Progress | None:
-    """The committed progress of the spec's partition, read from its progress partition."""
-    key = progress_key(spec.flow, spec.source_topic, spec.partition)
-    found: Progress | None = None
-    for msg in read_to_end(
-        spec.target_consumer,
-        spec.progress_topic,
-        partitions=[progress_partition(spec.flow, spec.source_topic, spec.partition)],
-    ):
-        if msg.key() == key and msg.value() is not None:
-            found = Progress.from_record(msg.key(), msg.value())
-    return found
+    """The committed progress of the spec's partition (one progress-topic partition read)."""
+    key = (spec.source_topic, spec.partition)
+    return read_progress(
+        spec.target_consumer, spec.progress_topic, flow=spec.flow, cluster="target", only=key
+    ).get(key)
 
 
 def copy_partition(spec: CopyTaskSpec) -> CopyResult:

@@ -25,13 +25,8 @@ from collections.abc import Sequence
 import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
-from mm2_assets.defs.sensors import (
-    WORK_REPLICATE,
-    partition_range_request,
-    read_cursor,
-    run_tags,
-    write_cursor,
-)
+from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.run_requests import WORK_REPLICATE, partition_range_request, run_tags
 from mm2_assets.kafka.admin import admin_client, list_topics
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import TopicSetChange, load_topic_listener, notify_listener

@@ -1,18 +1,12 @@
-"""The per-flow sensors: KIP-918 topic and group listeners and the replication driver.
-
-Shared plumbing lives here: run tags, cursors, the "is this work already running" check,
-partition-range run requests and the `mm2assets.*` integer settings.
-"""
+"""How our sensors request runs: run tags, the "is this work already running" check and
+partition-range run requests over a flow's topic partitions."""
 
 # No `from __future__ import annotations`: modules here define Dagster sensors.
 
-import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.run_tags import FORCE_TAG
 from mm2_assets.mm2.config import FlowConfig
 
 FLOW_TAG = "mm2-assets/flow"
@@ -25,14 +19,6 @@ WORK_TOPIC_CONFIGS = "topic-configs"
 CHANGE_TAG = "mm2-assets/trigger"
 """Run tag saying why the run was requested (`new-topics`, `new-data`, `interval`...)."""
 
-# Both interval gates (checkpoints/heartbeats and topic_configs) are bypassed: the sensor has
-# already decided the work is due.
-FORCE_TAGS: Mapping[str, str] = {FORCE_TAG: "true"}
-
-DRIVER_INTERVAL_CONFIG = "mm2assets.driver.interval.seconds"
-DRIVER_INTERVAL_DEFAULT = 30
-CHECKS_INTERVAL_CONFIG = "mm2assets.checks.interval.seconds"
-CHECKS_INTERVAL_DEFAULT = 60
 
 PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
 PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
@@ -44,41 +30,6 @@ _IN_PROGRESS = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
-
-
-def flow_int_property(flow: FlowConfig, key: str, default: int, minimum: int = 1) -> int:
-    """An integer `mm2assets.*` setting of `flow`; ValueError naming the key when invalid."""
-    raw = flow.properties.get(key)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"flow {flow.name}: {key}={raw!r}: expected an integer") from None
-    if value < minimum:
-        raise ValueError(f"flow {flow.name}: {key}={raw!r}: must be >= {minimum}")
-    return value
-
-
-def driver_interval_seconds(flow: FlowConfig) -> int:
-    """How often the replication driver ticks (`mm2assets.driver.interval.seconds`)."""
-    return flow_int_property(flow, DRIVER_INTERVAL_CONFIG, DRIVER_INTERVAL_DEFAULT)
-
-
-def read_cursor(cursor: str | None) -> dict[str, Any] | None:
-    """The JSON object in a sensor cursor, or None (no cursor, or an unreadable one)."""
-    if not cursor:
-        return None
-    try:
-        value = json.loads(cursor)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def write_cursor(value: Mapping[str, Any]) -> str:
-    """A compact, deterministic JSON cursor."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def work_in_flight(instance: dg.DagsterInstance, flow: FlowConfig, work: str) -> bool:

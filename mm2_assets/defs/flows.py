@@ -15,10 +15,10 @@ import dagster as dg
 
 from mm2_assets.defs.alerts.sensors import check_failure_alert_sensor, run_failure_alert_sensor
 from mm2_assets.defs.alerts.sinks import validate_alert_config
-from mm2_assets.defs.checks.checks import flow_health_checks, health_check_keys
-from mm2_assets.defs.sensors.group_listener import group_listener_sensor
-from mm2_assets.defs.sensors.replication_driver import replication_driver_sensor
-from mm2_assets.defs.sensors.topic_listener import topic_listener_sensor
+from mm2_assets.defs.checkpoints.sensors import group_listener_sensor
+from mm2_assets.defs.driver import replication_driver_sensor
+from mm2_assets.defs.health.checks import flow_health_checks, health_check_keys
+from mm2_assets.defs.replication.sensors import topic_listener_sensor
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import (
     GROUP_LISTENER_CLASS_CONFIG,

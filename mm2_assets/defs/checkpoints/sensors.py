@@ -19,14 +19,9 @@ Cursor: `{"groups": [...], "notify_pending": bool}`.
 import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
-from mm2_assets.defs.sensors import (
-    FORCE_TAGS,
-    WORK_CONTROL,
-    read_cursor,
-    run_tags,
-    write_cursor,
-)
-from mm2_assets.kafka.checkpointing import find_checkpoint_groups
+from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.run_requests import WORK_CONTROL, run_tags
+from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import GroupSetChange, load_group_listener, notify_listener
 
@@ -87,7 +82,7 @@ def group_listener_sensor(
                 dg.RunRequest(
                     asset_selection=selection,
                     asset_check_keys=[],
-                    tags=run_tags(flow, WORK_CONTROL, "new-groups", **FORCE_TAGS),
+                    tags=run_tags(flow, WORK_CONTROL, "new-groups"),
                 )
             )
 

@@ -1,0 +1,138 @@
+"""A flow's health checks as Dagster definitions: one executable multi-asset check per flow,
+also evaluated by the replication driver on its own tick (see `verdicts` for what each check
+decides)."""
+
+# No `from __future__ import annotations`: Dagster inspects the check's context annotation.
+
+from collections.abc import Iterable, Iterator
+
+import dagster as dg
+
+from mm2_assets.defs.health.verdicts import (
+    CHECK_CHECKPOINTS,
+    CHECK_LAG,
+    CHECK_TARGET_TOPICS,
+    CheckOutcome,
+    evaluate_checkpoint_freshness,
+    evaluate_replication_lag,
+    evaluate_target_topics,
+    lag_thresholds,
+)
+from mm2_assets.defs.intervals import checkpoint_interval_seconds
+from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
+from mm2_assets.mm2.config import FlowConfig
+
+
+def health_check_keys(
+    *, replicated_topics: dg.AssetKey | None, checkpoints: dg.AssetKey | None
+) -> list[dg.AssetCheckKey]:
+    """The keys of the flow's checks, given which assets exist."""
+    keys = []
+    if replicated_topics is not None:
+        keys += [
+            dg.AssetCheckKey(replicated_topics, CHECK_LAG),
+            dg.AssetCheckKey(replicated_topics, CHECK_TARGET_TOPICS),
+        ]
+    if checkpoints is not None:
+        keys.append(dg.AssetCheckKey(checkpoints, CHECK_CHECKPOINTS))
+    return keys
+
+
+def evaluate_flow_health(
+    flow: FlowConfig,
+    instance: dg.DagsterInstance | None,
+    *,
+    replicated_topics: dg.AssetKey | None,
+    checkpoints: dg.AssetKey | None,
+    snapshot: LagSnapshot | None = None,
+    only: Iterable[dg.AssetCheckKey] | None = None,
+) -> list[CheckOutcome]:
+    """Every (or the `only`) health check of the flow, evaluated now.
+
+    `snapshot` reuses a lag measurement the caller already made (the driver does).
+    """
+    selected = set(only) if only is not None else None
+
+    def wanted(asset_key: dg.AssetKey | None, name: str) -> bool:
+        return asset_key is not None and (
+            selected is None or dg.AssetCheckKey(asset_key, name) in selected
+        )
+
+    outcomes = []
+    if replicated_topics is not None and (
+        wanted(replicated_topics, CHECK_LAG) or wanted(replicated_topics, CHECK_TARGET_TOPICS)
+    ):
+        snap = snapshot if snapshot is not None else measure_lag(flow)
+        if wanted(replicated_topics, CHECK_LAG):
+            outcomes.append(
+                evaluate_replication_lag(flow, snap, asset_key=replicated_topics, instance=instance)
+            )
+        if wanted(replicated_topics, CHECK_TARGET_TOPICS):
+            outcomes.append(
+                evaluate_target_topics(flow, snap, asset_key=replicated_topics, instance=instance)
+            )
+    if checkpoints is not None and wanted(checkpoints, CHECK_CHECKPOINTS):
+        outcomes.append(
+            evaluate_checkpoint_freshness(flow, asset_key=checkpoints, instance=instance)
+        )
+    return outcomes
+
+
+def flow_health_checks(
+    flow: FlowConfig,
+    *,
+    replicated_topics: dg.AssetKey | None,
+    checkpoints: dg.AssetKey | None = None,
+) -> dg.AssetChecksDefinition | None:
+    """The flow's executable health checks (one op), or None when no asset to check exists."""
+    max_records, max_seconds = lag_thresholds(flow)
+    specs = []
+    if replicated_topics is not None:
+        specs += [
+            dg.AssetCheckSpec(
+                CHECK_LAG,
+                asset=replicated_topics,
+                description=(
+                    f"Records and seconds the remote topics of flow {flow.name} are behind "
+                    f"(fails over {max_records} records or {max_seconds}s per topic)."
+                ),
+            ),
+            dg.AssetCheckSpec(
+                CHECK_TARGET_TOPICS,
+                asset=replicated_topics,
+                description=(
+                    f"Every replicated topic of flow {flow.name} exists on '{flow.target.alias}'."
+                ),
+            ),
+        ]
+    if checkpoints is not None:
+        specs.append(
+            dg.AssetCheckSpec(
+                CHECK_CHECKPOINTS,
+                asset=checkpoints,
+                description=(
+                    f"Checkpoints of flow {flow.name} are younger than 3 x "
+                    f"{checkpoint_interval_seconds(flow)}s."
+                ),
+            )
+        )
+    if not specs:
+        return None
+
+    @dg.multi_asset_check(
+        name=f"{flow.key}__health_checks",
+        specs=specs,
+        can_subset=True,
+        description=f"Replication health of flow {flow.name}.",
+    )
+    def health_checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        for outcome in evaluate_flow_health(
+            flow,
+            context.instance,
+            replicated_topics=replicated_topics,
+            checkpoints=checkpoints,
+            only=context.selected_asset_check_keys,
+        ):
+            yield outcome.to_result()
+
+    return health_checks

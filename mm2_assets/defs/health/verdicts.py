@@ -1,0 +1,270 @@
+"""The verdicts of a flow's health checks: replication lag, target topics, checkpoints.
+
+Each verdict is computed from Kafka measurements (see `mm2_assets.kafka.replication_state`)
+and, where it helps, what Dagster remembers of the assets. The checks run in two ways:
+
+- as one executable multi-asset check per flow (`flow_health_checks`), so "Execute checks"
+  in the UI works;
+- from the replication driver sensor every `mm2assets.checks.interval.seconds`
+  (`evaluate_flow_health` → `AssetCheckEvaluation` events in the tick), so health stays
+  current without launching runs.
+
+Checks:
+
+- `replication_lag` (on `replicated_topics`): per selected topic, records on the source not
+  yet committed on the target (end offset - committed progress), and seconds behind: per
+  lagging partition the smaller of the age of the oldest unreplicated record (its timestamp)
+  and the time since the partition was last materialized (a producer writing old
+  timestamps cannot make a fresh pipeline look late). Fails when a topic is over
+  `mm2assets.lag.max.records` (default 10000) or `mm2assets.lag.max.seconds` (default 600).
+- `target_topics_present` (on `replicated_topics`): every selected topic that has been
+  replicated at least once has its remote topic on the target.
+- `checkpoint_freshness` (on `checkpoints`): the newest checkpoint record or checkpoint pass
+  is younger than 3 x the effective checkpoint interval; passes when checkpointing is off or
+  no group needs checkpoints.
+"""
+
+# No `from __future__ import annotations`: Dagster inspects the check's context annotation.
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from mm2_assets.defs.history import last_materialized
+from mm2_assets.defs.intervals import checkpoint_interval_seconds, flow_int_property
+from mm2_assets.kafka.admin import admin_client, list_topics
+from mm2_assets.kafka.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
+from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
+from mm2_assets.kafka.replication_state import LagSnapshot, oldest_unreplicated_timestamps
+from mm2_assets.mm2.config import FlowConfig
+
+LAG_MAX_RECORDS_CONFIG = "mm2assets.lag.max.records"
+LAG_MAX_RECORDS_DEFAULT = 10_000
+LAG_MAX_SECONDS_CONFIG = "mm2assets.lag.max.seconds"
+LAG_MAX_SECONDS_DEFAULT = 600
+
+CHECK_LAG = "replication_lag"
+CHECK_TARGET_TOPICS = "target_topics_present"
+CHECK_CHECKPOINTS = "checkpoint_freshness"
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check's verdict, convertible to a run result or a sensor-reported evaluation."""
+
+    asset_key: dg.AssetKey
+    check_name: str
+    passed: bool
+    description: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR
+
+    @property
+    def key(self) -> dg.AssetCheckKey:
+        """The check's key."""
+        return dg.AssetCheckKey(self.asset_key, self.check_name)
+
+    def _fields(self) -> dict[str, Any]:
+        # What AssetCheckResult and AssetCheckEvaluation both take.
+        return {
+            "asset_key": self.asset_key,
+            "check_name": self.check_name,
+            "passed": self.passed,
+            "description": self.description,
+            "metadata": dict(self.metadata),
+            "severity": self.severity,
+        }
+
+    def to_result(self) -> dg.AssetCheckResult:
+        """For a check executed in a run."""
+        return dg.AssetCheckResult(**self._fields())
+
+    def to_evaluation(self) -> dg.AssetCheckEvaluation:
+        """For a check evaluated by a sensor (`SensorResult.asset_events`)."""
+        return dg.AssetCheckEvaluation(**self._fields())
+
+
+def lag_thresholds(flow: FlowConfig) -> tuple[int, int]:
+    """(max records, max seconds) behind per topic before `replication_lag` fails."""
+    return (
+        flow_int_property(flow, LAG_MAX_RECORDS_CONFIG, LAG_MAX_RECORDS_DEFAULT, minimum=0),
+        flow_int_property(flow, LAG_MAX_SECONDS_CONFIG, LAG_MAX_SECONDS_DEFAULT),
+    )
+
+
+def evaluate_replication_lag(
+    flow: FlowConfig,
+    snapshot: LagSnapshot,
+    *,
+    asset_key: dg.AssetKey,
+    instance: dg.DagsterInstance | None = None,
+    now: float | None = None,
+) -> CheckOutcome:
+    """The `replication_lag` verdict for `snapshot` (see the module docstring)."""
+    now = time.time() if now is None else now
+    max_records, max_seconds = lag_thresholds(flow)
+    records = snapshot.lag_by_topic()
+    lagging = snapshot.lagging_topics
+    first_unreplicated = oldest_unreplicated_timestamps(flow, snapshot.states) if lagging else {}
+    last_copy = (
+        last_materialized(instance, asset_key, lagging) if instance is not None and lagging else {}
+    )
+    seconds: dict[str, float] = {}
+    for s in snapshot.states:
+        if s.lag == 0:
+            continue
+        candidates = []
+        ts = first_unreplicated.get((s.topic, s.partition))
+        if ts is not None and ts > 0:
+            candidates.append(max(0.0, now - ts / 1000.0))
+        if s.topic in last_copy:
+            candidates.append(max(0.0, now - last_copy[s.topic]))
+        if candidates:
+            seconds[s.topic] = max(seconds.get(s.topic, 0.0), min(candidates))
+    lag_table = {
+        t: {"records": records[t], "seconds": round(seconds[t], 1) if t in seconds else None}
+        for t in lagging
+    }
+    over = {
+        t: v
+        for t, v in lag_table.items()
+        if records[t] > max_records or seconds.get(t, 0.0) > max_seconds
+    }
+    if over:
+        worst = ", ".join(
+            f"{t} ({v['records']} records, {v['seconds']}s)" for t, v in sorted(over.items())[:10]
+        )
+        description = (
+            f"flow {flow.name}: {len(over)} topic(s) behind beyond the threshold "
+            f"({max_records} records / {max_seconds}s): {worst}"
+        )
+    elif lagging:
+        description = f"flow {flow.name}: {len(lagging)} topic(s) catching up, within thresholds"
+    else:
+        description = f"flow {flow.name}: all {len(snapshot.remote_topics)} topics replicated"
+    return CheckOutcome(
+        asset_key=asset_key,
+        check_name=CHECK_LAG,
+        passed=not over,
+        description=description,
+        metadata={
+            "records_behind": sum(records.values()),
+            "max_seconds_behind": round(max(seconds.values()), 1) if seconds else 0.0,
+            "topics": len(snapshot.remote_topics),
+            "lagging_topics": dg.MetadataValue.json(lag_table),
+            "over_threshold": dg.MetadataValue.json(over),
+            "max_records_threshold": max_records,
+            "max_seconds_threshold": max_seconds,
+        },
+    )
+
+
+def evaluate_target_topics(
+    flow: FlowConfig,
+    snapshot: LagSnapshot,
+    *,
+    asset_key: dg.AssetKey,
+    instance: dg.DagsterInstance | None = None,
+) -> CheckOutcome:
+    """The `target_topics_present` verdict: replicated topics whose remote topic is gone.
+
+    Topics never materialized yet (just discovered) are reported as pending, not missing.
+    """
+    target = list_topics(
+        admin_client(flow.client_config("target", "admin")), cluster=flow.target.alias
+    )
+    topics = list(snapshot.remote_topics)
+    if instance is not None:
+        replicated = set(last_materialized(instance, asset_key, topics)) if topics else set()
+    else:
+        replicated = set(topics)
+    missing = {
+        t: snapshot.remote_topics[t]
+        for t in topics
+        if t in replicated and snapshot.remote_topics[t] not in target
+    }
+    pending = sorted(
+        t for t in topics if t not in replicated and snapshot.remote_topics[t] not in target
+    )
+    if missing:
+        names = ", ".join(f"{r} (from {t})" for t, r in sorted(missing.items())[:10])
+        description = (
+            f"flow {flow.name}: {len(missing)} remote topic(s) missing on "
+            f"'{flow.target.alias}': {names}"
+        )
+    else:
+        description = (
+            f"flow {flow.name}: every replicated topic exists on '{flow.target.alias}'"
+            + (f" ({len(pending)} not replicated yet)" if pending else "")
+        )
+    return CheckOutcome(
+        asset_key=asset_key,
+        check_name=CHECK_TARGET_TOPICS,
+        passed=not missing,
+        description=description,
+        metadata={
+            "missing": dg.MetadataValue.json(missing),
+            "pending": dg.MetadataValue.json(pending),
+            "topics": len(topics),
+        },
+    )
+
+
+def evaluate_checkpoint_freshness(
+    flow: FlowConfig,
+    *,
+    asset_key: dg.AssetKey,
+    instance: dg.DagsterInstance | None = None,
+    now: float | None = None,
+) -> CheckOutcome:
+    """The `checkpoint_freshness` verdict (see the module docstring)."""
+    now = time.time() if now is None else now
+    limit = 3 * checkpoint_interval_seconds(flow)
+    base = {"threshold_seconds": limit, "checkpoints_topic": checkpoints_topic(flow)}
+    if not flow.emit_checkpoints_enabled:
+        return CheckOutcome(
+            asset_key, CHECK_CHECKPOINTS, True, f"flow {flow.name}: checkpoints disabled", base
+        )
+    groups = sorted(find_checkpoint_groups(flow))
+    if not groups:
+        return CheckOutcome(
+            asset_key,
+            CHECK_CHECKPOINTS,
+            True,
+            f"flow {flow.name}: no consumer group to checkpoint",
+            {**base, "groups": 0},
+        )
+    newest_ms = newest_checkpoint_timestamp(flow)
+    ages = []
+    if newest_ms is not None:
+        ages.append(max(0.0, now - newest_ms / 1000.0))
+    if instance is not None:
+        event = instance.get_latest_materialization_event(asset_key)
+        if event is not None:
+            ages.append(max(0.0, now - event.timestamp))
+    age = min(ages) if ages else None
+    passed = age is not None and age <= limit
+    shown = ", ".join(groups[:10]) + ("..." if len(groups) > 10 else "")
+    if age is None:
+        description = f"flow {flow.name}: no checkpoint ever emitted for groups {shown}"
+    elif passed:
+        description = f"flow {flow.name}: checkpoints {age:.0f}s old (limit {limit}s)"
+    else:
+        description = (
+            f"flow {flow.name}: checkpoints are {age:.0f}s old, over {limit}s, for groups {shown}"
+        )
+    return CheckOutcome(
+        asset_key,
+        CHECK_CHECKPOINTS,
+        passed,
+        description,
+        {
+            **base,
+            "groups": len(groups),
+            "checkpointed_groups": dg.MetadataValue.json(groups),
+            "age_seconds": round(age, 1) if age is not None else -1.0,
+        },
+    )

@@ -1,0 +1,1 @@
+"""Checkpoints, synced consumer group offsets (KIP-545) and heartbeats of each flow."""

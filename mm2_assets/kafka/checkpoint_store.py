@@ -1,0 +1,105 @@
+"""The checkpoints topic: `<source>.checkpoints.internal` on the target (MM2's CheckpointStore).
+
+MM2 writes every checkpoint of a flow to partition 0 of this compacted topic; the latest record
+per group and downstream partition is the checkpoint in force.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.admin import COMPACTED, admin_client, ensure_topic
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.wire import Checkpoint, TopicPartition
+
+CHECKPOINTS_PARTITION = 0
+"""MM2 writes every checkpoint to partition 0 of the checkpoints topic."""
+
+LatestCheckpoints = dict[str, dict[TopicPartition, Checkpoint]]
+"""The latest checkpoint per group and downstream topic-partition."""
+
+
+def checkpoints_topic(flow: FlowConfig) -> str:
+    """`<source>.checkpoints.internal` (from the policy, KIP-690), on the flow's target."""
+    return flow.replication_policy().checkpoints_topic(flow.source.alias)
+
+
+def read_checkpoints(
+    consumer_config: Mapping[str, str],
+    topic: str,
+    *,
+    groups: Iterable[str] | None = None,
+    timeout: float = READ_TIMEOUT_S,
+) -> LatestCheckpoints:
+    """The latest checkpoint per group and partition in partition 0 of `topic`.
+
+    Java: `CheckpointStore` (and `MirrorClient.remoteConsumerOffsets` for one group): later
+    records replace earlier ones; tombstones and records that are not checkpoints are skipped.
+    `groups` restricts the result (None: every group). A missing topic yields `{}`.
+    """
+    wanted = None if groups is None else set(groups)
+    out: LatestCheckpoints = {}
+    for checkpoint in read_decoded(
+        consumer_config,
+        topic,
+        Checkpoint.from_record,
+        what="checkpoints",
+        partitions=[CHECKPOINTS_PARTITION],
+        timeout=timeout,
+    ):
+        if wanted is not None and checkpoint.consumer_group_id not in wanted:
+            continue
+        out.setdefault(checkpoint.consumer_group_id, {})[checkpoint.topic_partition] = checkpoint
+    return out
+
+
+def ensure_checkpoints_topic(flow: FlowConfig, admin: AdminClient | None = None) -> bool:
+    """Create the checkpoints topic on the target if missing; True when it was created.
+
+    Java: `MirrorCheckpointConnector.createInternalTopics` (one partition, compacted).
+    """
+    return ensure_topic(
+        admin or admin_client(flow.client_config("target", "admin")),
+        checkpoints_topic(flow),
+        partitions=1,
+        replication_factor=flow.checkpoints_topic_replication_factor,
+        config=COMPACTED,
+        cluster=flow.target.alias,
+    )
+
+
+def newest_checkpoint_timestamp(flow: FlowConfig, *, timeout: float = 5.0) -> int | None:
+    """Timestamp (ms) of the last record in the flow's checkpoints topic, or None."""
+    topic = checkpoints_topic(flow)
+    consumer = Consumer(
+        {
+            **flow.client_config("target", "consumer"),
+            "group.id": "mm2-assets-checkpoint-probe",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            return None
+        tp = KafkaTopicPartition(topic, CHECKPOINTS_PARTITION)
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        if high <= low:
+            return None
+        consumer.assign([KafkaTopicPartition(topic, CHECKPOINTS_PARTITION, high - 1)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                return msg.timestamp()[1]
+        return None
+    finally:
+        consumer.close()

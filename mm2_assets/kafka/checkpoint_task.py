@@ -1,0 +1,226 @@
+"""MM2's MirrorCheckpointTask on confluent-kafka: one checkpoint pass for a flow.
+
+`emit_checkpoints` does one pass of MirrorCheckpointTask.poll:
+
+1. find the source consumer groups to checkpoint (`find_checkpoint_groups`);
+2. read the checkpoints already on the target (the checkpoint store), so a checkpoint never
+   goes backwards across runs, and the flow's offset syncs (OffsetSyncStore);
+3. translate each group's committed offsets (`plan_checkpoints`, MM2's checkpointsForGroup)
+   and write the new checkpoints, MM2-format, to partition 0 of `<source>.checkpoints.internal`
+   on the target (created if missing: one partition, compacted,
+   `checkpoints.topic.replication.factor`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import (
+    Producer,
+)
+
+from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.checkpoint_store import (
+    CHECKPOINTS_PARTITION,
+    LatestCheckpoints,
+    checkpoints_topic,
+    ensure_checkpoints_topic,
+    read_checkpoints,
+)
+from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
+from mm2_assets.kafka.offset_syncs import load_offset_sync_store
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.offset_translation import (
+    OffsetSyncStore,
+    checkpoint_is_more_recent,
+    translate_checkpoint,
+)
+from mm2_assets.mm2.selection import should_checkpoint_topic
+from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
+
+
+class CheckpointError(RuntimeError):
+    """Checkpointing or group offset sync failed; the message names the flow and cluster."""
+
+
+def _produce_all(
+    producer_config: Mapping[str, str],
+    topic: str,
+    records: Iterable[tuple[bytes, bytes]],
+    *,
+    partition: int,
+    timestamp_ms: int,
+    cluster: str,
+    timeout: float,
+) -> int:
+    """Produce (key, value) records to one partition and wait for every ack; returns count."""
+    producer = Producer(
+        {**producer_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    )
+    errors: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=key,
+                    value=value,
+                    partition=partition,
+                    timestamp=timestamp_ms,
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: let deliveries drain
+        count += 1
+        producer.poll(0)
+    remaining = producer.flush(timeout)
+    if errors or remaining:
+        raise CheckpointError(
+            f"writing {count} records to '{topic}' on '{cluster}' failed: "
+            f"{remaining} unacknowledged, errors {errors[:3]}"
+        )
+    return count
+
+
+@dataclass(frozen=True)
+class GroupCheckpoints:
+    """What one checkpoint pass did for one consumer group."""
+
+    group: str
+    committed_partitions: int
+    """Source partitions with a committed offset on a topic the topic filter accepts."""
+    emitted: dict[TopicPartition, Checkpoint]
+    """New checkpoints written, by downstream topic-partition."""
+    untranslated: list[TopicPartition]
+    """Source partitions with no usable offset sync (nothing replicated there yet)."""
+
+
+@dataclass
+class CheckpointRun:
+    """The outcome of `emit_checkpoints` for one flow."""
+
+    flow: str
+    checkpoints_topic: str
+    created_topic: bool = False
+    groups: dict[str, GroupCheckpoints] = field(default_factory=dict)
+    latest: LatestCheckpoints = field(default_factory=dict)
+    """The latest checkpoint per selected group after this pass (previous plus emitted)."""
+    synced_partitions: int = 0
+    """Upstream partitions the offset-syncs topic has syncs for."""
+
+    @property
+    def emitted(self) -> int:
+        """Number of checkpoint records written."""
+        return sum(len(g.emitted) for g in self.groups.values())
+
+
+def plan_checkpoints(
+    flow: FlowConfig,
+    group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+    *,
+    store: OffsetSyncStore,
+    previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
+) -> dict[str, GroupCheckpoints]:
+    """The checkpoints each group needs now (pure: no I/O), as `checkpoints_for_group`
+    (MirrorCheckpointTask.checkpointsForGroup) computes them.
+
+    `previous` holds the latest checkpoints already on the target; a checkpoint is only
+    planned when MM2's `checkpointIsMoreRecent` rule allows it, so they never go backwards.
+    """
+    policy = flow.replication_policy()
+    topic_filter = flow.topic_filter()
+    try:
+        planned: dict[str, GroupCheckpoints] = {}
+        for group, committed in sorted(group_offsets.items()):
+            relevant = {
+                tp: offset
+                for tp, offset in committed.items()
+                if should_checkpoint_topic(tp[0], topic_filter=topic_filter)
+            }
+            # checkpoints_for_group's loop, inlined to also record (for metadata) the
+            # partitions that had nothing to translate with, translating each partition once.
+            emitted: dict[TopicPartition, Checkpoint] = {}
+            untranslated: list[TopicPartition] = []
+            for tp, offset in sorted(relevant.items()):
+                checkpoint = translate_checkpoint(
+                    group,
+                    tp,
+                    offset,
+                    store=store,
+                    source_alias=flow.source.alias,
+                    target_alias=flow.target.alias,
+                    policy=policy,
+                )
+                if checkpoint is None:
+                    untranslated.append(TopicPartition(*tp))
+                elif checkpoint_is_more_recent(checkpoint, previous.get(group)):
+                    emitted[checkpoint.topic_partition] = checkpoint
+            planned[group] = GroupCheckpoints(group, len(relevant), emitted, untranslated)
+        return planned
+    finally:
+        topic_filter.close()
+
+
+def emit_checkpoints(
+    flow: FlowConfig,
+    *,
+    group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None = None,
+    store: OffsetSyncStore | None = None,
+    now_ms: int | None = None,
+) -> CheckpointRun:
+    """One MirrorCheckpointTask pass for `flow`; see the module docstring.
+
+    `group_offsets` (source committed offsets per group) and `store` default to reading
+    them from the clusters; tests and callers that already hold them may pass them in.
+    """
+    timeout = admin_timeout_s(flow)
+    topic = checkpoints_topic(flow)
+    run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
+    target_admin = admin_client(flow.client_config("target", "admin"))
+    run.created_topic = ensure_checkpoints_topic(flow, target_admin)
+
+    if group_offsets is None:
+        group_offsets = find_checkpoint_groups(flow)
+    # The store must be read to its end before translating (MM2's readToEnd guard).
+    if store is None:
+        store = load_offset_sync_store(flow, timeout=max(timeout, READ_TIMEOUT_S))
+    run.synced_partitions = len(store.partitions())
+    previous = read_checkpoints(
+        flow.client_config("target", "consumer"),
+        topic,
+        groups=group_offsets,
+        timeout=max(timeout, READ_TIMEOUT_S),
+    )
+    run.groups = plan_checkpoints(flow, group_offsets, store=store, previous=previous)
+
+    records = [
+        (checkpoint.record_key(), checkpoint.record_value())
+        for planned in run.groups.values()
+        for checkpoint in planned.emitted.values()
+    ]
+    if records:
+        _produce_all(
+            flow.client_config("target", "producer"),
+            topic,
+            records,
+            partition=CHECKPOINTS_PARTITION,
+            timestamp_ms=now_ms if now_ms is not None else int(time.time() * 1000),
+            cluster=flow.target.alias,
+            timeout=timeout,
+        )
+    for group, planned in run.groups.items():
+        latest = dict(previous.get(group, {}))
+        latest.update(planned.emitted)
+        if latest:
+            run.latest[group] = latest
+    return run

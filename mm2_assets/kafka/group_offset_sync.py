@@ -1,0 +1,212 @@
+"""KIP-545 consumer group offset sync (MirrorCheckpointTask.syncGroupOffset).
+
+The latest checkpoint of every checkpointed group is committed into the same group on the
+target, only when the target group has no active members (EMPTY, or DEAD/unknown: never used
+there), and never for a partition where the target group is already at or past the translated
+offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Literal
+
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+)
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.checkpoint_store import checkpoints_topic, read_checkpoints
+from mm2_assets.kafka.consumer_groups import (
+    ACTIVE_GROUP_ERRORS,
+    INACTIVE_STATES,
+    admin_timeout_s,
+    describe_group_states,
+    find_checkpoint_groups,
+    list_group_offsets,
+    result_with_retry,
+)
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+SyncOutcome = Literal["written", "skipped_active", "skipped_ahead", "up_to_date", "failed"]
+
+
+@dataclass
+class GroupOffsetSync:
+    """What KIP-545's offset sync did for one group on the target.
+
+    `outcome`: `written` (at least one partition committed), `skipped_active` (members on the
+    target, nothing touched), `skipped_ahead` (every partition already past the checkpoint),
+    `up_to_date` (every partition already at it), `failed` (`error` says why).
+    """
+
+    group: str
+    target_state: str
+    outcome: SyncOutcome
+    written: dict[TopicPartition, int] = field(default_factory=dict)
+    skipped_ahead: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    """Partitions left alone: (target group offset, translated offset), target ahead."""
+    up_to_date: list[TopicPartition] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class GroupOffsetSyncRun:
+    """The outcome of `sync_group_offsets` for one flow."""
+
+    flow: str
+    groups: dict[str, GroupOffsetSync] = field(default_factory=dict)
+
+    def count(self, outcome: SyncOutcome) -> int:
+        """Number of groups with `outcome`."""
+        return sum(1 for g in self.groups.values() if g.outcome == outcome)
+
+
+def offsets_to_sync(
+    checkpoints: Mapping[TopicPartition, Checkpoint],
+    target_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+) -> tuple[dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, tuple[int, int]], list]:
+    """(to write, skipped as ahead, up to date) for one inactive target group (pure).
+
+    Java: `MirrorCheckpointTask.syncGroupOffset`: with no target offsets (a group never seen
+    there) every checkpoint is written; otherwise a partition is written only when the target
+    has no offset for it or is behind the checkpoint, so a target group never moves back.
+    """
+    write: dict[TopicPartition, OffsetAndMetadata] = {}
+    ahead: dict[TopicPartition, tuple[int, int]] = {}
+    same: list[TopicPartition] = []
+    for tp, checkpoint in sorted(checkpoints.items()):
+        translated = checkpoint.offset_and_metadata()
+        current = None if target_offsets is None else target_offsets.get(tp)
+        if current is None or current.offset < 0:
+            write[tp] = translated
+        elif current.offset > translated.offset:
+            ahead[tp] = (current.offset, translated.offset)
+        elif current.offset == translated.offset:
+            same.append(tp)
+        else:
+            write[tp] = translated
+    return write, ahead, same
+
+
+def _kafka_tp(tp: TopicPartition, om: OffsetAndMetadata) -> KafkaTopicPartition:
+    # confluent-kafka takes offset metadata only as a str argument, never None.
+    if om.metadata:
+        return KafkaTopicPartition(tp.topic, tp.partition, om.offset, om.metadata)
+    return KafkaTopicPartition(tp.topic, tp.partition, om.offset)
+
+
+def _alter(admin: AdminClient, request: ConsumerGroupTopicPartitions, timeout: float) -> Future:
+    return admin.alter_consumer_group_offsets([request], request_timeout=timeout)[request.group_id]
+
+
+def _alter_error(exc: BaseException) -> tuple[SyncOutcome, str]:
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if error is not None and error.code() in ACTIVE_GROUP_ERRORS:
+        return "skipped_active", f"the broker refused: {error.str()} (members joined)"
+    return "failed", str(exc)
+
+
+def sync_group_offsets(
+    flow: FlowConfig,
+    *,
+    checkpoints: Mapping[str, Mapping[TopicPartition, Checkpoint]] | None = None,
+    groups: Iterable[str] | None = None,
+) -> GroupOffsetSyncRun:
+    """Commit each checkpointed group's latest checkpoints into the target cluster (KIP-545).
+
+    `checkpoints` defaults to the latest ones in the flow's checkpoints topic on the target,
+    restricted to `groups` (default: the groups the flow currently checkpoints, as MM2's task
+    only syncs the groups assigned to it). See `GroupOffsetSync` for the outcomes.
+    """
+    timeout = admin_timeout_s(flow)
+    run = GroupOffsetSyncRun(flow=flow.name)
+    if checkpoints is None:
+        selected = list(find_checkpoint_groups(flow)) if groups is None else list(groups)
+        checkpoints = read_checkpoints(
+            flow.client_config("target", "consumer"),
+            checkpoints_topic(flow),
+            groups=selected,
+            timeout=max(timeout, READ_TIMEOUT_S),
+        )
+    elif groups is not None:
+        wanted = set(groups)
+        checkpoints = {g: c for g, c in checkpoints.items() if g in wanted}
+    checkpoints = {g: c for g, c in checkpoints.items() if c}
+    if not checkpoints:
+        return run
+
+    admin = admin_client(flow.client_config("target", "admin"))
+    states = describe_group_states(admin, checkpoints, cluster=flow.target.alias, timeout=timeout)
+    idle = [g for g in sorted(checkpoints) if states[g] == ConsumerGroupState.EMPTY]
+    target_offsets, read_errors = list_group_offsets(
+        admin, idle, cluster=flow.target.alias, timeout=timeout
+    )
+
+    pending: dict[str, tuple[Future, Callable[[], Future], GroupOffsetSync, dict]] = {}
+    for group in sorted(checkpoints):
+        state = states[group]
+        sync = GroupOffsetSync(group, state.name, "written")
+        run.groups[group] = sync
+        if state not in INACTIVE_STATES:
+            sync.outcome = "skipped_active"
+            continue
+        if state == ConsumerGroupState.EMPTY and group not in target_offsets:
+            sync.outcome = "failed"
+            sync.error = (
+                f"cannot read the offsets of group '{group}' on '{flow.target.alias}': "
+                f"{read_errors.get(group, 'no answer')}"
+            )
+            continue
+        write, sync.skipped_ahead, sync.up_to_date = offsets_to_sync(
+            checkpoints[group], target_offsets.get(group)
+        )
+        if not write:
+            sync.outcome = "skipped_ahead" if sync.skipped_ahead else "up_to_date"
+            continue
+        request = ConsumerGroupTopicPartitions(
+            group,
+            [_kafka_tp(tp, om) for tp, om in write.items()],
+        )
+        # One group per AlterConsumerGroupOffsets request (librdkafka); all sent at once.
+        send = partial(_alter, admin, request, timeout)
+        pending[group] = (send(), send, sync, write)
+
+    for group, (future, send, sync, write) in pending.items():
+        try:
+            result = result_with_retry(future, send, timeout=timeout)
+        except KafkaException as exc:
+            sync.outcome, sync.error = _alter_error(exc)
+            log.warning("%s: not syncing group '%s': %s", flow.name, group, sync.error)
+            continue
+        errors = {
+            TopicPartition(tp.topic, tp.partition): tp.error
+            for tp in result.topic_partitions or []
+            if tp.error is not None
+        }
+        sync.written = {tp: om.offset for tp, om in write.items() if tp not in errors}
+        if errors and all(e.code() in ACTIVE_GROUP_ERRORS for e in errors.values()):
+            # The broker reports membership per partition: consumers joined since describe.
+            sync.outcome = "skipped_active"
+            sync.error = f"the broker refused: {next(iter(errors.values())).str()} (members joined)"
+            log.warning("%s: not syncing group '%s': %s", flow.name, group, sync.error)
+        elif errors:
+            sync.error = (
+                f"partitions not committed: { {str(tp): str(e) for tp, e in errors.items()} }"
+            )
+            if not sync.written:
+                sync.outcome = "failed"
+    return run

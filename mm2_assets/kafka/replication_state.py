@@ -1,0 +1,150 @@
+"""Where each replicated partition of a flow stands: the one source of truth for lag.
+
+A partition's state is its committed progress (from the progress store), or its log start when
+it was never copied (a range retention already emptied is no work), against the source's last
+stable offset (what a read_committed consumer sees). The planner, the lag check and the
+replication driver all use `partition_states`, so they never disagree about what is left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.admin import admin_client, end_offsets, list_topics, start_offsets
+from mm2_assets.kafka.progress_store import read_flow_progress
+from mm2_assets.mm2.config import FlowConfig
+
+PROBE_TIMEOUT_S = 5.0
+PROBE_MAX_PARTITIONS = 200
+"""The seconds-behind probe reads one record from at most this many lagging partitions."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Where one source partition stands: the next offset to copy against its end offset."""
+
+    topic: str
+    partition: int
+    next_offset: int
+    """Committed progress, or the log start of a partition never copied."""
+    end_offset: int
+    committed: bool = True
+    """Whether `next_offset` is committed progress (False: the partition was never copied)."""
+
+    @property
+    def lag(self) -> int:
+        """Records on the source not yet on the target."""
+        return max(0, self.end_offset - self.next_offset)
+
+
+def partition_states(
+    flow: FlowConfig, partition_counts: Mapping[str, int], *, source_admin: AdminClient
+) -> list[PartitionState]:
+    """The state of every partition of the source topics in `partition_counts` (topic →
+    partition count), sorted by topic and partition. One read of the progress store and one
+    batched ListOffsets per offset kind."""
+    progress = read_flow_progress(flow)
+    keys = [(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
+    ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
+    starts = start_offsets(
+        source_admin, [k for k in keys if k not in progress], cluster=flow.source.alias
+    )
+    states = []
+    for key in keys:
+        done = progress.get(key)
+        next_offset = done.next_offset if done else starts[key]
+        states.append(PartitionState(*key, next_offset, ends[key], committed=done is not None))
+    return states
+
+
+@dataclass(frozen=True)
+class LagSnapshot:
+    """Where every partition of the flow's selected topics stands, measured once."""
+
+    remote_topics: Mapping[str, str]
+    """upstream → downstream name of every topic measured."""
+    states: Sequence[PartitionState]
+    measured_at: float = field(default_factory=time.time)
+
+    def lag_by_topic(self) -> dict[str, int]:
+        """Records behind per topic (topics with no lag included, as 0)."""
+        out = dict.fromkeys(self.remote_topics, 0)
+        for s in self.states:
+            out[s.topic] = out.get(s.topic, 0) + s.lag
+        return out
+
+    @property
+    def lagging_topics(self) -> list[str]:
+        """Topics with at least one partition behind, sorted."""
+        return sorted({s.topic for s in self.states if s.lag > 0})
+
+    @property
+    def copied_topics(self) -> set[str]:
+        """Topics with committed progress in at least one partition (replicated at least once)."""
+        return {s.topic for s in self.states if s.committed}
+
+
+def measure_lag(flow: FlowConfig) -> LagSnapshot:
+    """The state of every partition of the topics the flow selects on the source now.
+
+    One topic listing, one read of the progress store and batched ListOffsets: cheap enough
+    for every sensor tick.
+    """
+    admin = admin_client(flow.client_config("source", "admin"))
+    source_topics = list_topics(admin, cluster=flow.source.alias)
+    remote = flow.remote_topics(source_topics)
+    if not remote:
+        return LagSnapshot(remote_topics={}, states=[])
+    counts = {t: source_topics[t].partitions for t in remote}
+    return LagSnapshot(
+        remote_topics=remote, states=partition_states(flow, counts, source_admin=admin)
+    )
+
+
+def oldest_unreplicated_timestamps(
+    flow: FlowConfig,
+    states: Iterable[PartitionState],
+    *,
+    timeout: float = PROBE_TIMEOUT_S,
+    max_partitions: int = PROBE_MAX_PARTITIONS,
+) -> dict[tuple[str, int], int]:
+    """Timestamp (ms) of the first record not yet replicated, per lagging partition.
+
+    Reads one record at the next offset of up to `max_partitions` lagging partitions (the most
+    lagging first); partitions not answered within `timeout` are left out.
+    """
+    lagging = sorted((s for s in states if s.lag > 0), key=lambda s: -s.lag)[:max_partitions]
+    if not lagging:
+        return {}
+    config = {
+        **flow.client_config("source", "consumer"),
+        "group.id": "mm2-assets-lag-probe",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+        "fetch.max.bytes": 1_048_576,
+        "max.partition.fetch.bytes": 65_536,
+    }
+    consumer = Consumer(config)
+    found: dict[tuple[str, int], int] = {}
+    try:
+        consumer.assign([TopicPartition(s.topic, s.partition, s.next_offset) for s in lagging])
+        wanted = {(s.topic, s.partition) for s in lagging}
+        deadline = time.monotonic() + timeout
+        while wanted - found.keys() and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is not None:
+                    continue  # EOF or a transient fetch error: the deadline bounds the wait
+                key = (msg.topic(), msg.partition())
+                if key in wanted and key not in found:
+                    found[key] = msg.timestamp()[1]
+                    # Stop fetching a partition once its first record is known.
+                    consumer.pause([TopicPartition(msg.topic(), msg.partition())])
+    finally:
+        consumer.close()
+    return found
