@@ -13,12 +13,14 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    (`sync.group.offsets.interval.seconds`) together in one small run, and `topic_configs`
    over every topic partition (`sync.topic.configs.interval.seconds`);
 3. every `mm2assets.checks.interval.seconds` (default 60) evaluates the flow's health checks
-   itself and reports them as asset check evaluations of the tick (no run).
+   itself, reports them as asset check evaluations of the tick (no run) and alerts when a
+   check starts failing or recovers.
 
 A tick with nothing to do requests nothing, so no run and no Spark session starts.
 
-Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}}` — when each interval-driven
-piece of work was last requested (or evaluated, for the checks).
+Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed}}` —
+when each interval-driven piece of work was last requested (or evaluated, for the checks), and
+each check's last verdict.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -27,7 +29,9 @@ import time
 
 import dagster as dg
 
+from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
 from mm2_assets.defs.intervals import checks_interval_seconds, driver_interval_seconds
 from mm2_assets.defs.run_requests import (
@@ -106,7 +110,9 @@ def replication_driver_sensor(
     )
     def replication_driver(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         now = time.time()
-        last: dict[str, float] = dict((read_cursor(context.cursor) or {}).get("last") or {})
+        state = read_cursor(context.cursor) or {}
+        last: dict[str, float] = dict(state.get("last") or {})
+        check_state: dict[str, bool] = dict(state.get("checks") or {})
         instance = context.instance
         run_requests: list[dg.RunRequest] = []
         notes: list[str] = []
@@ -194,9 +200,11 @@ def replication_driver_sensor(
                 for outcome in outcomes:
                     if not outcome.passed:
                         context.log.warning(f"{outcome.check_name}: {outcome.description}")
+                alerts, check_state = check_transition_alerts(flow, outcomes, check_state)
+                send_alerts(flow, alerts, context.log)
                 last["checks"] = now
 
-        cursor = write_cursor({"last": last})
+        cursor = write_cursor({"last": last, "checks": check_state})
         if not run_requests:
             reason = "; ".join(notes) or f"{flow.name}: nothing to replicate or due"
             return dg.SensorResult(skip_reason=reason, asset_events=asset_events, cursor=cursor)

@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sensors import check_failure_alert_sensor, run_failure_alert_sensor
+from mm2_assets.defs.alerts.sensors import run_failure_alert_sensor
 from mm2_assets.defs.alerts.sinks import validate_alert_config
 from mm2_assets.defs.checkpoints.sensors import group_listener_sensor
 from mm2_assets.defs.driver import replication_driver_sensor
-from mm2_assets.defs.health.checks import flow_health_checks, health_check_keys
+from mm2_assets.defs.health.checks import flow_health_checks
 from mm2_assets.defs.replication.sensors import topic_listener_sensor
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import (
@@ -137,10 +137,4 @@ def flow_automation(
     ]
     if watched:
         sensors.append(run_failure_alert_sensor(flow, watched, partitions))
-    check_keys = health_check_keys(
-        replicated_topics=replicated_key if partitions is not None else None,
-        checkpoints=checkpoints_key,
-    )
-    if check_keys:
-        sensors.append(check_failure_alert_sensor(flow, check_keys))
     return FlowAutomation(sensors=sensors, checks=checks)

@@ -109,7 +109,7 @@ def run_asset(
 
 def assets_by_name(flow: FlowConfig) -> dict[str, dg.AssetsDefinition]:
     built = checkpoint_assets(flow, dg.AssetKey([flow.key, "replicated_topics"]))
-    return {a.key.path[-1]: a for a in built}
+    return {a.key.path[-1]: a for a in (*built, heartbeats_asset(flow))}
 
 
 def checkpoint_and_sync(

@@ -23,21 +23,6 @@ from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.config import FlowConfig
 
 
-def health_check_keys(
-    *, replicated_topics: dg.AssetKey | None, checkpoints: dg.AssetKey | None
-) -> list[dg.AssetCheckKey]:
-    """The keys of the flow's checks, given which assets exist."""
-    keys = []
-    if replicated_topics is not None:
-        keys += [
-            dg.AssetCheckKey(replicated_topics, CHECK_LAG),
-            dg.AssetCheckKey(replicated_topics, CHECK_TARGET_TOPICS),
-        ]
-    if checkpoints is not None:
-        keys.append(dg.AssetCheckKey(checkpoints, CHECK_CHECKPOINTS))
-    return keys
-
-
 def evaluate_flow_health(
     flow: FlowConfig,
     instance: dg.DagsterInstance | None,
