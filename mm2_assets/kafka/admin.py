@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
+
+from mm2_assets.mm2.config import FlowConfig
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -29,6 +32,11 @@ class TopicInfo:
 def admin_client(config: Mapping[str, str]) -> AdminClient:
     """An AdminClient for a librdkafka configuration."""
     return AdminClient(dict(config))
+
+
+def flow_admin(flow: FlowConfig, side: Literal["source", "target"]) -> AdminClient:
+    """An AdminClient on the flow's `side` cluster, with the flow's admin client settings."""
+    return admin_client(flow.client_config(side, "admin"))
 
 
 def list_topics(

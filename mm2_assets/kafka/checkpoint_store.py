@@ -13,7 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import COMPACTED, admin_client, ensure_topic
+from mm2_assets.kafka.admin import COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, TopicPartition
@@ -65,7 +65,7 @@ def ensure_checkpoints_topic(flow: FlowConfig, admin: AdminClient | None = None)
     Java: `MirrorCheckpointConnector.createInternalTopics` (one partition, compacted).
     """
     return ensure_topic(
-        admin or admin_client(flow.client_config("target", "admin")),
+        admin or flow_admin(flow, "target"),
         checkpoints_topic(flow),
         partitions=1,
         replication_factor=flow.checkpoints_topic_replication_factor,

@@ -21,7 +21,7 @@ from confluent_kafka import (
     Producer,
 )
 
-from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.checkpoint_store import (
     CHECKPOINTS_PARTITION,
     LatestCheckpoints,
@@ -35,8 +35,7 @@ from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
     OffsetSyncStore,
-    checkpoint_is_more_recent,
-    translate_checkpoint,
+    checkpoints_for_group,
 )
 from mm2_assets.mm2.selection import should_checkpoint_topic
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
@@ -131,8 +130,8 @@ def plan_checkpoints(
     store: OffsetSyncStore,
     previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
 ) -> dict[str, GroupCheckpoints]:
-    """The checkpoints each group needs now (pure: no I/O), as `checkpoints_for_group`
-    (MirrorCheckpointTask.checkpointsForGroup) computes them.
+    """The checkpoints each group needs now (pure: no I/O), from `checkpoints_for_group`
+    (MirrorCheckpointTask.checkpointsForGroup), with what could not be translated.
 
     `previous` holds the latest checkpoints already on the target; a checkpoint is only
     planned when MM2's `checkpointIsMoreRecent` rule allows it, so they never go backwards.
@@ -142,30 +141,22 @@ def plan_checkpoints(
     try:
         planned: dict[str, GroupCheckpoints] = {}
         for group, committed in sorted(group_offsets.items()):
-            relevant = {
-                tp: offset
-                for tp, offset in committed.items()
-                if should_checkpoint_topic(tp[0], topic_filter=topic_filter)
-            }
-            # checkpoints_for_group's loop, inlined to also record (for metadata) the
-            # partitions that had nothing to translate with, translating each partition once.
-            emitted: dict[TopicPartition, Checkpoint] = {}
             untranslated: list[TopicPartition] = []
-            for tp, offset in sorted(relevant.items()):
-                checkpoint = translate_checkpoint(
-                    group,
-                    tp,
-                    offset,
-                    store=store,
-                    source_alias=flow.source.alias,
-                    target_alias=flow.target.alias,
-                    policy=policy,
-                )
-                if checkpoint is None:
-                    untranslated.append(TopicPartition(*tp))
-                elif checkpoint_is_more_recent(checkpoint, previous.get(group)):
-                    emitted[checkpoint.topic_partition] = checkpoint
-            planned[group] = GroupCheckpoints(group, len(relevant), emitted, untranslated)
+            emitted = checkpoints_for_group(
+                group,
+                committed,
+                store=store,
+                source_alias=flow.source.alias,
+                target_alias=flow.target.alias,
+                policy=policy,
+                topic_filter=topic_filter,
+                previous=previous.get(group),
+                untranslated=untranslated,
+            )
+            relevant = sum(
+                1 for tp in committed if should_checkpoint_topic(tp[0], topic_filter=topic_filter)
+            )
+            planned[group] = GroupCheckpoints(group, relevant, emitted, untranslated)
         return planned
     finally:
         topic_filter.close()
@@ -186,7 +177,7 @@ def emit_checkpoints(
     timeout = admin_timeout_s(flow)
     topic = checkpoints_topic(flow)
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
-    target_admin = admin_client(flow.client_config("target", "admin"))
+    target_admin = flow_admin(flow, "target")
     run.created_topic = ensure_checkpoints_topic(flow, target_admin)
 
     if group_offsets is None:

@@ -25,7 +25,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import KafkaAdminError, admin_client
+from mm2_assets.kafka.admin import KafkaAdminError, flow_admin
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.selection import should_checkpoint_group
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
@@ -149,7 +149,7 @@ def find_checkpoint_groups(flow: FlowConfig) -> dict[str, GroupOffsets]:
     committed topic accepted by the topic filter; `should_checkpoint_group`).
     """
     timeout = admin_timeout_s(flow)
-    admin = admin_client(flow.client_config("source", "admin"))
+    admin = flow_admin(flow, "source")
     group_filter = flow.group_filter()
     topic_filter = flow.topic_filter()
     try:

@@ -24,7 +24,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic, read_checkpoints
 from mm2_assets.kafka.consumer_groups import (
     ACTIVE_GROUP_ERRORS,
@@ -149,7 +149,7 @@ def sync_group_offsets(
     if not checkpoints:
         return run
 
-    admin = admin_client(flow.client_config("target", "admin"))
+    admin = flow_admin(flow, "target")
     states = describe_group_states(admin, checkpoints, cluster=flow.target.alias, timeout=timeout)
     idle = [g for g in sorted(checkpoints) if states[g] == ConsumerGroupState.EMPTY]
     target_offsets, read_errors = list_group_offsets(

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import COMPACTED, TopicInfo, admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.admin import (
+    COMPACTED,
+    TopicInfo,
+    admin_client,
+    ensure_topic,
+    flow_admin,
+    list_topics,
+)
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
@@ -70,7 +77,7 @@ def emit_heartbeat(
     topic = heartbeats_topic(flow)
     timeout = flow.admin_timeout_ms / 1000.0
     created = ensure_topic(
-        admin if admin is not None else admin_client(flow.client_config("target", "admin")),
+        admin if admin is not None else flow_admin(flow, "target"),
         topic,
         partitions=1,
         replication_factor=flow.heartbeats_topic_replication_factor,

@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import (
     COMPACTED,
     TopicInfo,
-    admin_client,
     ensure_topic,
+    flow_admin,
     list_topics,
 )
 from mm2_assets.kafka.copy_task import CopyTaskSpec
@@ -95,13 +95,13 @@ def plan_replication(
 ) -> ReplicationPlan:
     """Plan copying `topics` (source names) of `flow`; see the module docstring."""
     plan = ReplicationPlan(flow=flow.name)
-    source_admin = admin_client(flow.client_config("source", "admin"))
+    source_admin = flow_admin(flow, "source")
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
     plan.remote_topics, plan.skipped = select_remote_topics(flow, topics, source_topics)
     if not plan.remote_topics:
         return plan
 
-    target_admin = admin_client(flow.client_config("target", "admin"))
+    target_admin = flow_admin(flow, "target")
     target_topics = list_topics(target_admin, cluster=flow.target.alias)
     # New remote topics start with the source's replicable configs (compaction, retention),
     # as MM2 creates them; later changes are the topic_configs asset's job. Without those

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import admin_client, end_offsets, list_topics, start_offsets
+from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets
 from mm2_assets.kafka.progress_store import read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
 
@@ -95,7 +95,7 @@ def measure_lag(flow: FlowConfig) -> LagSnapshot:
     One topic listing, one read of the progress store and batched ListOffsets: cheap enough
     for every sensor tick.
     """
-    admin = admin_client(flow.client_config("source", "admin"))
+    admin = flow_admin(flow, "source")
     source_topics = list_topics(admin, cluster=flow.source.alias)
     remote = flow.remote_topics(source_topics)
     if not remote:

@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
-from mm2_assets.kafka.admin import TopicInfo, admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.admin import TopicInfo, ensure_topic, flow_admin, list_topics
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.filters import ConfigPropertyFilter
 from mm2_assets.mm2.topic_configs import (
@@ -229,8 +229,8 @@ def _sync(
 ) -> TopicConfigSyncResult:
     timeout = flow.admin_timeout_ms / 1000
     result = TopicConfigSyncResult(flow=flow.name)
-    source_admin = admin_client(flow.client_config("source", "admin"))
-    target_admin = admin_client(flow.client_config("target", "admin"))
+    source_admin = flow_admin(flow, "source")
+    target_admin = flow_admin(flow, "target")
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
     remotes, result.skipped = select_remote_topics(flow, topics, source_topics)
     if not remotes:

@@ -295,6 +295,7 @@ def checkpoints_for_group(
     policy: ReplicationPolicy,
     topic_filter: TopicFilter,
     previous: Mapping[TopicPartition, Checkpoint] | None = None,
+    untranslated: list[TopicPartition] | None = None,
 ) -> dict[TopicPartition, Checkpoint]:
     """Checkpoints to emit for `group` from its committed offsets on source topic-partitions.
 
@@ -302,6 +303,8 @@ def checkpoints_for_group(
     topic filter, translate each (untranslatable ones are skipped), drop negative offsets, and
     keep only checkpoints more recent than `previous` (the group's last emitted checkpoints,
     keyed by downstream topic-partition). Keyed by downstream topic-partition.
+    `untranslated`, when given, receives the source partitions that could not be translated
+    (no usable offset sync yet), for reporting.
     """
     result: dict[TopicPartition, Checkpoint] = {}
     for topic_partition in sorted(committed_offsets):
@@ -316,7 +319,11 @@ def checkpoints_for_group(
             target_alias=target_alias,
             policy=policy,
         )
-        if checkpoint is None or not checkpoint_is_more_recent(checkpoint, previous):
+        if checkpoint is None:
+            if untranslated is not None:
+                untranslated.append(TopicPartition(*topic_partition))
+            continue
+        if not checkpoint_is_more_recent(checkpoint, previous):
             continue
         result[checkpoint.topic_partition] = checkpoint
     return result

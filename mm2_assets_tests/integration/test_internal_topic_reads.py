@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
-from mm2_assets.kafka.progress_store import read_progress
+from mm2_assets.kafka.progress_store import read_flow_progress
 from mm2_assets.kafka.topic_reader import read_decoded
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import progress_topic
@@ -54,7 +54,7 @@ def test_a_malformed_progress_record_names_topic_partition_and_offset(
     create_filled_topic(backup, topic, [Rec(2, b"{}", b"not json", (), recent_ms(1))])
 
     with pytest.raises(ValueError) as raised:
-        read_progress(flow)
+        read_flow_progress(flow)
 
     message = str(raised.value)
     assert f"'{topic}'" in message and "partition 2 offset 0" in message

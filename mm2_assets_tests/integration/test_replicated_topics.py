@@ -284,7 +284,7 @@ CRASHING_COPY = """
 import sys
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.mm2.config import load_mm2_config
-from mm2_assets.spark.copy_task import copy_partition
+from mm2_assets.kafka.copy_task import copy_partition
 
 flow = load_mm2_config(sys.argv[1]).flows[0]
 plan = plan_replication(flow, [sys.argv[2]], batch_records=25)

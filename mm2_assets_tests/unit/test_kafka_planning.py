@@ -49,7 +49,7 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
         compact = TopicConfigEntry("cleanup.policy", "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
         return {"events": [compact]}, {"orders": "Broker: Topic authorization failed"}
 
-    monkeypatch.setattr(replication_plan, "admin_client", lambda _config: object())
+    monkeypatch.setattr(replication_plan, "flow_admin", lambda _flow, _side: object())
     monkeypatch.setattr(
         replication_plan, "list_topics", lambda _admin, *, cluster: dict(listings[cluster])
     )

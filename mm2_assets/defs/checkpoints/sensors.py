@@ -18,8 +18,7 @@ Cursor: `{"groups": [...], "notify_pending": bool}`.
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
-from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.listeners import ListenerSpec, Reaction, listener_sensor
 from mm2_assets.defs.run_requests import WORK_CONTROL, run_tags
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
@@ -53,75 +52,45 @@ def group_listener_sensor(
         if synced_group_offsets is not None and flow.sync_group_offsets_enabled:
             selection.append(synced_group_offsets)
 
-    @dg.sensor(
-        name=f"{flow.key}__group_listener",
-        description=(
-            f"KIP-918 group listener of flow {flow.name}: follows the checkpointed consumer "
-            f"groups of '{flow.source.alias}', checkpoints new ones and notifies "
-            f"{flow.group_listener_class}."
-        ),
-        minimum_interval_seconds=flow.refresh_groups_interval_seconds,
-        target=selection or None,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-    )
-    def group_listener(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        state = read_cursor(context.cursor)
-        pending = bool(state and state.get("notify_pending"))
-        if state is not None and not flow.refresh_groups_enabled and not pending:
-            return dg.SensorResult(
-                skip_reason=f"{flow.name}: refresh.groups.enabled = false; groups were "
-                "computed on the first tick"
-            )
-        previous: list[str] = list(state.get("groups") or []) if state else []
-        current = current_groups(flow)
-        change = GroupSetChange.between(previous, current)
-
-        run_requests = []
+    def react(
+        _context: dg.SensorEvaluationContext, current: list[str], change: GroupSetChange
+    ) -> Reaction:
+        reaction = Reaction(changed=tuple(sorted({*change.added, *change.removed})))
         if change.added and selection:
-            run_requests.append(
+            reaction.run_requests.append(
                 dg.RunRequest(
                     asset_selection=selection,
                     asset_check_keys=[],
                     tags=run_tags(flow, WORK_CONTROL, "new-groups"),
                 )
             )
-
-        notify = state is None or bool(change) or pending
-        notify_error = notify_group_listener(flow, current) if notify else None
-        if notify_error:
-            context.log.error(f"flow {flow.name}: group listener failed: {notify_error}")
-        if change or state is None:
-            context.log.info(
-                f"{flow.name}: checkpointed groups {change.summary()}; {len(current)} groups"
-            )
-        alerts = listener_alerts(
-            flow,
-            subject="groups",
-            listener_error=notify_error,
-            already_failing=bool(pending),
-            changed=tuple(sorted({*change.added, *change.removed})),
-            change_summary=change.summary() if change and state is not None else None,
-            change_details=change.as_dict(),
-        )
-        send_alerts(flow, alerts, context.log)
-
-        asset_events = []
         if checkpoints is not None and change:
-            asset_events.append(
-                dg.AssetObservation(
-                    asset_key=checkpoints,
-                    metadata={
-                        "groups_added": dg.MetadataValue.json(list(change.added)),
-                        "groups_removed": dg.MetadataValue.json(list(change.removed)),
-                        "checkpointed_groups": len(current),
-                        "listener_error": notify_error or "",
-                    },
-                )
+            reaction.observation = (
+                checkpoints,
+                {
+                    "groups_added": dg.MetadataValue.json(list(change.added)),
+                    "groups_removed": dg.MetadataValue.json(list(change.removed)),
+                    "checkpointed_groups": len(current),
+                },
             )
-        return dg.SensorResult(
-            run_requests=run_requests,
-            asset_events=asset_events,
-            cursor=write_cursor({"groups": current, "notify_pending": notify_error is not None}),
-        )
+        return reaction
 
-    return group_listener
+    return listener_sensor(
+        flow,
+        ListenerSpec(
+            subject="groups",
+            refresh_enabled=flow.refresh_groups_enabled,
+            interval_seconds=flow.refresh_groups_interval_seconds,
+            description=(
+                f"KIP-918 group listener of flow {flow.name}: follows the checkpointed consumer "
+                f"groups of '{flow.source.alias}', checkpoints new ones and notifies "
+                f"{flow.group_listener_class}."
+            ),
+            current=lambda: current_groups(flow),
+            from_cursor=lambda saved: list(saved or []),
+            between=GroupSetChange.between,
+            notify=lambda groups: notify_group_listener(flow, groups),
+            react=react,
+            target=selection,
+        ),
+    )

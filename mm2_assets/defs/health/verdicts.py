@@ -35,7 +35,7 @@ import dagster as dg
 
 from mm2_assets.defs.history import last_materialized
 from mm2_assets.defs.intervals import checkpoint_interval_seconds, flow_int_property
-from mm2_assets.kafka.admin import admin_client, list_topics
+from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.replication_state import LagSnapshot, oldest_unreplicated_timestamps
@@ -173,9 +173,7 @@ def evaluate_target_topics(
 
     Topics never materialized yet (just discovered) are reported as pending, not missing.
     """
-    target = list_topics(
-        admin_client(flow.client_config("target", "admin")), cluster=flow.target.alias
-    )
+    target = list_topics(flow_admin(flow, "target"), cluster=flow.target.alias)
     topics = list(snapshot.remote_topics)
     if instance is not None:
         replicated = set(last_materialized(instance, asset_key, topics)) if topics else set()

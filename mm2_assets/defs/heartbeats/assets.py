@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from mm2_assets.defs.intervals import disabled_result
-from mm2_assets.kafka.admin import admin_client, list_topics
+from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.heartbeats import emit_heartbeat, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
 
@@ -48,7 +48,7 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
         # One listing of the target serves the heartbeats topic's creation and both of
         # MirrorClient's questions. A heartbeats topic created just now is the local one,
         # which names no upstream cluster, so listing before the emission loses nothing.
-        admin = admin_client(flow.client_config("target", "admin"))
+        admin = flow_admin(flow, "target")
         topics = list_topics(admin, cluster=flow.target.alias)
         emission = emit_heartbeat(flow, admin=admin, existing=topics)
         hops = hops_by_upstream((t for t in topics if policy.is_heartbeats_topic(t)), policy)

@@ -8,7 +8,7 @@ import dagster as dg
 
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.resources import SparkResource
-from mm2_assets.kafka.admin import admin_client, end_offsets
+from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.kafka.replication_state import PartitionState
@@ -105,7 +105,7 @@ def replicated_topics_asset(
         by_partition = {(r.source_topic, r.partition): r for r in results}
         # Lag after the copy, against the source's end now (new records may have arrived).
         now_ends = end_offsets(
-            admin_client(flow.client_config("source", "admin")),
+            flow_admin(flow, "source"),
             [(s.topic, s.partition) for s in plan.states],
             cluster=flow.source.alias,
         )
