@@ -3,8 +3,8 @@
 Users drop in the file they already run Apache MirrorMaker 2 with. This module reads it the way
 MM2 (`MirrorMakerConfig`, Kafka 4.x) does:
 
-- Java `.properties` syntax (`parse_java_properties`), then `${provider:[path:]key}` references
-  resolved through `config.providers` (see `config_providers`);
+- Java `.properties` syntax (`properties.parse_java_properties`), then `${provider:[path:]key}`
+  references resolved through `config.providers` (see `config_providers`);
 - `clusters` lists the aliases; `<alias>.<prop>` are cluster properties. A cluster's client
   properties are built as `MirrorMakerConfig.clusterProps`: `<alias>.` stripped, the cluster's
   bare bootstrap/security settings copied under `admin.`/`consumer.`/`producer.` unless set
@@ -38,11 +38,8 @@ from mm2_assets.mm2.client_properties import (
     ROLES,
     ClientPropertyError,
     ClientTranslation,
-    FrozenMapping,
     Role,
     is_client_config_name,
-    is_secret_key,
-    mask,
     translate,
 )
 from mm2_assets.mm2.config_providers import (
@@ -50,6 +47,7 @@ from mm2_assets.mm2.config_providers import (
     ConfigProviderError,
     resolve_properties,
 )
+from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.filters import (
     ConfigPropertyFilter,
     DefaultConfigPropertyFilter,
@@ -65,12 +63,21 @@ from mm2_assets.mm2.filters import (
     load_topic_filter,
     parse_list,
 )
-from mm2_assets.mm2.listeners import GroupListener, TopicListener
+from mm2_assets.mm2.frozen import FrozenMapping
+from mm2_assets.mm2.listeners import (
+    GROUP_LISTENER_CLASS_DEFAULT,
+    TOPIC_LISTENER_CLASS_DEFAULT,
+    GroupListener,
+    TopicListener,
+    load_group_listener,
+    load_topic_listener,
+)
 from mm2_assets.mm2.policy import (
     REPLICATION_POLICY_CLASS_DEFAULT,
     ReplicationPolicy,
     load_replication_policy,
 )
+from mm2_assets.mm2.properties import parse_java_properties
 from mm2_assets.mm2.selection import (
     HEARTBEATS_REPLICATION_ENABLED_CONFIG,
     HEARTBEATS_REPLICATION_ENABLED_DEFAULT,
@@ -82,17 +89,11 @@ __all__ = [
     "FLOW_DEFAULTS",
     "ClusterConfig",
     "FlowConfig",
-    "FrozenMapping",
     "MM2Config",
-    "MM2ConfigError",
     "RegexList",
     "build_mm2_config",
     "default_config_path",
-    "is_client_config_name",
-    "is_secret_key",
     "load_mm2_config",
-    "mask",
-    "parse_java_properties",
     "parse_mm2_properties",
 ]
 
@@ -101,8 +102,6 @@ Side: TypeAlias = Literal["source", "target"]
 # The environment variable naming the configuration file the Dagster code location loads.
 CONFIG_ENV = "MM2_CONFIG"
 CLUSTERS_KEY = "clusters"
-DEFAULT_TOPIC_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpTopicListener"
-DEFAULT_GROUP_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpGroupListener"
 
 # MM2's connector settings with MM2's defaults (Kafka 4.x MirrorConnectorConfig,
 # MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig, the Default*Filter classes),
@@ -148,8 +147,8 @@ FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping(
         "config.property.filter.class": (
             "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"
         ),
-        "topic.listener.class": DEFAULT_TOPIC_LISTENER_CLASS,  # KIP-918
-        "group.listener.class": DEFAULT_GROUP_LISTENER_CLASS,  # KIP-918
+        "topic.listener.class": TOPIC_LISTENER_CLASS_DEFAULT,  # KIP-918
+        "group.listener.class": GROUP_LISTENER_CLASS_DEFAULT,  # KIP-918
         "consumer.poll.timeout.ms": "1000",
         "admin.timeout.ms": "60000",
     }
@@ -167,127 +166,6 @@ _DERIVED_KEYS = ("source.cluster.alias", "target.cluster.alias")
 # Prefixes MM2 keeps at top level only for known names (`connectorBaseConfig` retains known
 # connector settings); anything else under them is a per-cluster/per-flow client override.
 _CLIENT_PREFIXES = ("admin.", "consumer.", "producer.", "source.", "target.")
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors
-# ---------------------------------------------------------------------------------------------
-
-
-class MM2ConfigError(ValueError):
-    """An MM2 properties file that cannot be used, with where and why.
-
-    The message reads `<file>: <key>=<value>: <reason>`; secret values are masked.
-    """
-
-    def __init__(
-        self, reason: str, *, source: str, key: str | None = None, value: str | None = None
-    ) -> None:
-        """Record the file (`source`), the `key`, the masked `value` and the `reason`."""
-        self.source = source
-        self.key = key
-        self.value = mask(key, value) if key is not None else value
-        self.reason = reason
-        where = source
-        if key is not None:
-            where += f": {key}" + ("" if value is None else f"={self.value!r}")
-        super().__init__(f"{where}: {reason}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Java .properties syntax
-# ---------------------------------------------------------------------------------------------
-
-_PROPERTIES_WHITESPACE = " \t\f"
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _continues(line: str) -> bool:
-    # An odd number of trailing backslashes continues the logical line.
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """Split a logical line into raw key and raw value, as java.util.Properties.load does."""
-    index, escaped, value_start, has_separator = 0, False, len(line), False
-    while index < len(line):
-        char = line[index]
-        if char in "=:" and not escaped:
-            value_start, has_separator = index + 1, True
-            break
-        if char in _PROPERTIES_WHITESPACE and not escaped:
-            value_start = index + 1
-            break
-        escaped = char == "\\" and not escaped
-        index += 1
-    key = line[:index]
-    while value_start < len(line):
-        char = line[value_start]
-        if char not in _PROPERTIES_WHITESPACE:
-            if not has_separator and char in "=:":
-                has_separator = True
-            else:
-                break
-        value_start += 1
-    return key, line[value_start:]
-
-
-def _unescape(raw: str) -> str:
-    out: list[str] = []
-    index = 0
-    while index < len(raw):
-        char = raw[index]
-        index += 1
-        if char != "\\":
-            out.append(char)
-            continue
-        if index >= len(raw):
-            break  # a dangling backslash is dropped, as Java does
-        char = raw[index]
-        index += 1
-        if char == "u":
-            digits = raw[index : index + 4]
-            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise ValueError("malformed \\uxxxx escape")
-            out.append(chr(int(digits, 16)))
-            index += 4
-        else:
-            out.append(_ESCAPES.get(char, char))
-    return "".join(out)
-
-
-def parse_java_properties(text: str, source_name: str = "<string>") -> dict[str, str]:
-    """Parse Java `.properties` text into a dict (later duplicates win, as in Java).
-
-    Supports `key=value`, `key: value` and `key value`; `#`/`!` comment lines; logical lines
-    continued by an odd number of trailing backslashes (leading whitespace of the next line is
-    skipped); escapes `\\t \\n \\r \\f \\uXXXX` and `\\<any>` for the character itself.
-    """
-    result: dict[str, str] = {}
-    lines = _LINE_BREAK.split(text.removeprefix("\ufeff"))
-    index = 0
-    while index < len(lines):
-        line_number = index + 1
-        line = lines[index].lstrip(_PROPERTIES_WHITESPACE)
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line):
-            line = line[:-1]
-            if index >= len(lines):
-                break
-            line += lines[index].lstrip(_PROPERTIES_WHITESPACE)
-            index += 1
-        raw_key, raw_value = _split_entry(line)
-        try:
-            key = _unescape(raw_key)
-            result[key] = _unescape(raw_value)
-        except ValueError as exc:
-            raise MM2ConfigError(
-                f"line {line_number}: {exc}", source=source_name, key=raw_key
-            ) from exc
-    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,6 +402,18 @@ class FlowConfig:
     def config_property_filter(self) -> ConfigPropertyFilter:
         """A new topic-config property filter configured from this flow's properties."""
         return load_config_property_filter(self.properties)
+
+    def topic_listener(self) -> TopicListener:
+        """A new KIP-918 topic listener configured from this flow's properties.
+
+        Raises `PluginLoadError` when the class does not load; whatever its `configure` raises
+        propagates (the caller reports it).
+        """
+        return load_topic_listener(self.properties)
+
+    def group_listener(self) -> GroupListener:
+        """A new KIP-918 group listener configured from this flow's properties."""
+        return load_group_listener(self.properties)
 
 
 # (field name, MM2 key, kind, choices) for every typed flow setting, in FlowConfig order.

@@ -12,17 +12,16 @@ from mm2_assets.mm2.config import (
     FLOW_DEFAULTS,
     FlowConfig,
     MM2Config,
-    MM2ConfigError,
     build_mm2_config,
-    is_secret_key,
     load_mm2_config,
-    mask,
-    parse_java_properties,
     parse_mm2_properties,
 )
 from mm2_assets.mm2.config_providers import ConfigProvider
+from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.filters import TopicFilter
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mm2_assets.mm2.properties import parse_java_properties
+from mm2_assets.mm2.secrets import is_secret_key, mask
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "mm2_assets_tests" / "fixtures"

@@ -28,7 +28,7 @@ from mm2_assets.defs.sensors import (
 )
 from mm2_assets.kafka.checkpointing import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import GroupSetChange, load_group_listener, notify_listener
+from mm2_assets.mm2.listeners import GroupSetChange, notify_listener
 
 
 def current_groups(flow: FlowConfig) -> list[str]:
@@ -39,7 +39,7 @@ def current_groups(flow: FlowConfig) -> list[str]:
 def notify_group_listener(flow: FlowConfig, groups: list[str]) -> str | None:
     """Load, configure, notify and close the flow's GroupListener; the error text, or None."""
     return notify_listener(
-        lambda: load_group_listener(flow),
+        flow.group_listener,
         lambda listener: listener.groups_changed(list(groups)),
         flow.group_listener_class,
     )

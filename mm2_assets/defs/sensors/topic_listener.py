@@ -34,7 +34,7 @@ from mm2_assets.defs.sensors import (
 )
 from mm2_assets.kafka.admin import admin_client, list_topics
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import TopicSetChange, load_topic_listener, notify_listener
+from mm2_assets.mm2.listeners import TopicSetChange, notify_listener
 
 
 def current_topic_map(flow: FlowConfig) -> dict[str, str]:
@@ -48,7 +48,7 @@ def current_topic_map(flow: FlowConfig) -> dict[str, str]:
 def notify_topic_listener(flow: FlowConfig, topics: dict[str, str]) -> str | None:
     """Load, configure, notify and close the flow's TopicListener; the error text, or None."""
     return notify_listener(
-        lambda: load_topic_listener(flow),
+        flow.topic_listener,
         lambda listener: listener.topics_changed(dict(topics)),
         flow.topic_listener_class,
     )
