@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.mm2.config import (
-    FLOW_DEFAULTS,
     FlowConfig,
     MM2Config,
     build_mm2_config,
@@ -203,18 +202,6 @@ def test_default_topic_exclude_follows_kip_1074() -> None:
     for topic in ("payments.internal", "billing-internal", "orders"):
         assert not flow.topics_exclude.matches(topic), topic
         assert flow.topics.matches(topic)
-
-
-def test_flow_defaults_table_covers_every_typed_setting() -> None:
-    typed = {f.name for f in dataclasses.fields(FlowConfig)} - {
-        "source",
-        "target",
-        "name",
-        "key",
-        "enabled",
-        "properties",
-    }
-    assert typed == {key.replace(".", "_").replace("-", "_") for key in FLOW_DEFAULTS} - {"enabled"}
 
 
 # --- precedence --------------------------------------------------------------------------------

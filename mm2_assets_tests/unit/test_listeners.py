@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from mm2_assets.mm2.config import FLOW_DEFAULTS, FlowConfig, parse_mm2_properties
+from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
+from mm2_assets.mm2.flow_settings import FLOW_DEFAULTS
 from mm2_assets.mm2.listeners import (
     GroupListener,
     GroupSetChange,
