@@ -9,6 +9,8 @@ from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
+from mm2_assets.mm2.flow_settings import reference
+from mm2_assets.mm2.settings import replace_reference_block
 from mm2_assets.spark.class_archive import ClassArchiveError, ensure_class_archive
 
 DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
@@ -82,6 +84,33 @@ def _demo_seed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_reference(args: argparse.Namespace) -> int:
+    block = reference()
+    if args.check is None and args.write is None:
+        print(block, end="")
+        return 0
+    path = Path(args.check or args.write)
+    try:
+        text = path.read_text(encoding="utf-8")
+        updated = replace_reference_block(text, block)
+    except (OSError, ValueError) as exc:
+        print(f"mm2-assets: {path}: {exc}", file=sys.stderr)
+        return 2
+    if args.check is not None:
+        if updated != text:
+            print(
+                f"mm2-assets: {path}: the configuration reference is stale; "
+                f"run `mm2-assets config reference --write {path}`",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    if updated != text:
+        path.write_text(updated, encoding="utf-8")
+    print(f"{path}: configuration reference {'updated' if updated != text else 'up to date'}")
+    return 0
+
+
 def _replicate(args: argparse.Namespace) -> int:
     from mm2_assets.replicate_once import replicate
 
@@ -128,6 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     archive.add_argument("--force", action="store_true", help="recreate it even if present")
     archive.set_defaults(func=_spark_archive)
+
+    config = commands.add_parser("config", help="the mm2.properties settings")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    ref = config_commands.add_parser(
+        "reference", help="print the Markdown reference of every setting (key, default, meaning)"
+    )
+    ref_target = ref.add_mutually_exclusive_group()
+    ref_target.add_argument(
+        "--check", metavar="FILE", help="exit 1 if FILE's config-reference block is stale"
+    )
+    ref_target.add_argument("--write", metavar="FILE", help="rewrite FILE's config-reference block")
+    ref.set_defaults(func=_config_reference)
 
     config_help = "mm2.properties (default: $MM2_CONFIG, else the packaged demo config)"
     replicate = commands.add_parser(

@@ -25,8 +25,6 @@ from mm2_assets.mm2.listeners import (
     TOPIC_LISTENER_CLASS_CONFIG,
     GroupListener,
     TopicListener,
-    load_group_listener,
-    load_topic_listener,
 )
 from mm2_assets.mm2.plugins import PluginLoadError
 
@@ -92,7 +90,7 @@ def flow_automation(
     if replicated_key is not None and partitions is not None:
         # A listener is constructed (and so validated) only where its sensor is built.
         _validate_listener(
-            flow, TOPIC_LISTENER_CLASS_CONFIG, flow.topic_listener_class, load_topic_listener
+            flow, TOPIC_LISTENER_CLASS_CONFIG, flow.topic_listener_class, FlowConfig.topic_listener
         )
         sensors.append(
             topic_listener_sensor(
@@ -104,7 +102,7 @@ def flow_automation(
         )
     if replicated_key is not None or checkpoints_key is not None:
         _validate_listener(
-            flow, GROUP_LISTENER_CLASS_CONFIG, flow.group_listener_class, load_group_listener
+            flow, GROUP_LISTENER_CLASS_CONFIG, flow.group_listener_class, FlowConfig.group_listener
         )
         sensors.append(
             group_listener_sensor(

@@ -28,7 +28,8 @@ from mm2_assets.kafka.heartbeats import (
     upstream_clusters,
 )
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
-from mm2_assets.mm2.config import MM2Config, MM2ConfigError, load_mm2_config
+from mm2_assets.mm2.config import MM2Config, load_mm2_config
+from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.policy import (
     DefaultReplicationPolicy,
     ReplicationPolicy,

@@ -16,8 +16,8 @@ the one place that knows the mapping:
   reason is recorded in `ClientTranslation.dropped`;
 - `rdkafka.<name>` is our escape hatch: the librdkafka property `<name>` is passed verbatim.
 
-It also owns the secret-masking rule (`is_secret_key` / `mask`) because secrets are a property of
-Kafka configuration names; `mm2_assets.mm2.config` re-exports both.
+Secret masking (`mm2_assets.mm2.secrets`) and `FrozenMapping` (`mm2_assets.mm2.frozen`) have
+their own modules; this one uses them.
 
 Pure logic: no confluent-kafka import; the translated dicts are handed to it by callers.
 """
@@ -25,110 +25,18 @@ Pure logic: no confluent-kafka import; the translated dicts are handed to it by 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, TypeVar
+from typing import Literal, TypeAlias
+
+from mm2_assets.mm2.frozen import FrozenMapping
+from mm2_assets.mm2.secrets import mask
 
 Role: TypeAlias = Literal["admin", "consumer", "producer"]
 ROLES: tuple[Role, ...] = ("admin", "consumer", "producer")
-V = TypeVar("V")
-
-# What Kafka's own Password type prints instead of a secret value.
-HIDDEN = "[hidden]"
 
 # Prefix of properties handed to librdkafka verbatim (our extension; MM2 has no equivalent).
 RDKAFKA_PASSTHROUGH_PREFIX = "rdkafka."
-
-# ---------------------------------------------------------------------------------------------
-# Secrets
-# ---------------------------------------------------------------------------------------------
-
-_SECRET_WORDS = ("password", "secret", "jaas.config", "token", "credential", "user.info")
-# Locations, URLs and types name *where* a secret lives, not the secret itself; keeping them
-# readable makes errors about them actionable.
-_NOT_SECRET_SUFFIXES = (".location", ".url", ".type", ".path")
-# Inline PEM private keys: Java `ssl.keystore.key`, librdkafka `ssl.key.pem` / `ssl_key`.
-_PRIVATE_KEY = re.compile(r"(?:^|[._])ssl[._](?:keystore[._])?key(?:[._]pem)?$")
-# A value that is only a config-provider reference (`${file:/x:pw}`) reveals no secret.
-_REFERENCE_ONLY = re.compile(r"\$\{[^}]*\}")
-
-
-def is_secret_key(key: str) -> bool:
-    """Return True when the value of config `key` must never be shown.
-
-    The rule, written once for the whole project: a key is secret when it names an inline
-    private key (`ssl.keystore.key`, `ssl.key.pem`), or contains one of `password`, `secret`,
-    `jaas.config`, `token`, `credential`, `user.info` -- unless it ends in `.location`, `.url`,
-    `.type` or `.path` (those point at a secret; they are not one). Works for Java names, MM2
-    prefixed names (`primary.consumer.sasl.jaas.config`) and librdkafka names
-    (`sasl.password`, `sasl.oauthbearer.client.secret`).
-    """
-    lowered = key.lower()
-    if _PRIVATE_KEY.search(lowered):
-        return True
-    if lowered.endswith(_NOT_SECRET_SUFFIXES):
-        return False
-    return any(word in lowered for word in _SECRET_WORDS)
-
-
-def mask(key: str, value: str | None) -> str | None:
-    """Return `value` as it may be displayed for config `key`: `[hidden]` when secret.
-
-    Unresolved config-provider references (`${env:KAFKA_PASSWORD}`) are shown as they are:
-    they name where the secret comes from, which is what an error about them needs.
-    """
-    if value is None or not is_secret_key(key):
-        return value
-    if _REFERENCE_ONLY.fullmatch(value.strip()):
-        return value
-    return HIDDEN
-
-
-class FrozenMapping(Mapping[str, V]):
-    """An immutable, hashable mapping with str keys whose repr masks secret string values.
-
-    Used for every properties map the config model exposes, so no dataclass repr, log line or
-    error message can print a password by accident.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, V] | None = None) -> None:
-        """Copy `data`; later changes to the argument do not show through."""
-        self._data: dict[str, V] = dict(data or {})
-
-    def __getitem__(self, key: str) -> V:
-        """Return the value for `key`."""
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        """Iterate over keys in insertion order."""
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        """Return the number of entries."""
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        """Hash by content so frozen dataclasses holding this mapping stay hashable."""
-        return hash(frozenset(self._data.items()))
-
-    def __eq__(self, other: object) -> bool:
-        """Compare by content with any mapping."""
-        if isinstance(other, Mapping):
-            return dict(self._data) == dict(other)
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        """Show the content with secret values masked."""
-        shown = ", ".join(
-            f"{k!r}: {mask(k, v)!r}" if isinstance(v, str) else f"{k!r}: {v!r}"
-            for k, v in self._data.items()
-        )
-        return "{" + shown + "}"
-
-    __str__ = __repr__
-
 
 # ---------------------------------------------------------------------------------------------
 # Errors and results
@@ -734,7 +642,7 @@ def is_client_config_name(name: str) -> bool:
     """Whether `name` is one of MirrorClientConfig's client settings (bootstrap + security).
 
     These are the bare cluster settings MM2 hands to every client of a cluster; everything else
-    must be set under `admin.`/`consumer.`/`producer.`. `mm2_assets.mm2.config` re-exports it.
+    must be set under `admin.`/`consumer.`/`producer.`.
     """
     return name in ("bootstrap.servers", "security.protocol") or name.startswith(("ssl.", "sasl."))
 

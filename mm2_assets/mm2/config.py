@@ -3,14 +3,14 @@
 Users drop in the file they already run Apache MirrorMaker 2 with. This module reads it the way
 MM2 (`MirrorMakerConfig`, Kafka 4.x) does:
 
-- Java `.properties` syntax (`parse_java_properties`), then `${provider:[path:]key}` references
-  resolved through `config.providers` (see `config_providers`);
+- Java `.properties` syntax (`properties.parse_java_properties`), then `${provider:[path:]key}`
+  references resolved through `config.providers` (see `config_providers`);
 - `clusters` lists the aliases; `<alias>.<prop>` are cluster properties. A cluster's client
   properties are built as `MirrorMakerConfig.clusterProps`: `<alias>.` stripped, the cluster's
   bare bootstrap/security settings copied under `admin.`/`consumer.`/`producer.` unless set
   there, and top-level bootstrap/security settings used as defaults for all of them;
 - every ordered pair `<src>-><tgt>` gets connector properties: top-level MM2 settings, then
-  `<src>-><tgt>.<prop>` overrides, then MM2's defaults (`FLOW_DEFAULTS`);
+  `<src>-><tgt>.<prop>` overrides, then the defaults declared in `flow_settings`;
 - a flow replicates when its herder exists (`<src>-><tgt>.enabled=true`, or heartbeats enabled,
   which is the default) and its effective `enabled` is true; `enabled` defaults to false.
 
@@ -28,21 +28,17 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from mm2_assets.mm2 import plugins
 from mm2_assets.mm2.client_properties import (
     ROLES,
     ClientPropertyError,
     ClientTranslation,
-    FrozenMapping,
     Role,
     is_client_config_name,
-    is_secret_key,
-    mask,
     translate,
 )
 from mm2_assets.mm2.config_providers import (
@@ -50,49 +46,38 @@ from mm2_assets.mm2.config_providers import (
     ConfigProviderError,
     resolve_properties,
 )
+from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.filters import (
     ConfigPropertyFilter,
-    DefaultConfigPropertyFilter,
-    DefaultGroupFilter,
-    DefaultTopicFilter,
     FilterConfigError,
     GroupFilter,
     TopicFilter,
-    compile_pattern_list,
-    full_match,
     load_config_property_filter,
     load_group_filter,
     load_topic_filter,
     parse_list,
 )
-from mm2_assets.mm2.listeners import GroupListener, TopicListener
-from mm2_assets.mm2.policy import (
-    REPLICATION_POLICY_CLASS_DEFAULT,
-    ReplicationPolicy,
-    load_replication_policy,
+from mm2_assets.mm2.flow_settings import FIELD_SETTINGS, FLOW_DEFAULTS, FLOW_ENABLED, FlowSettings
+from mm2_assets.mm2.frozen import FrozenMapping
+from mm2_assets.mm2.listeners import (
+    GroupListener,
+    TopicListener,
+    load_group_listener,
+    load_topic_listener,
 )
-from mm2_assets.mm2.selection import (
-    HEARTBEATS_REPLICATION_ENABLED_CONFIG,
-    HEARTBEATS_REPLICATION_ENABLED_DEFAULT,
-    remote_topic_map,
-)
+from mm2_assets.mm2.policy import ReplicationPolicy, load_replication_policy
+from mm2_assets.mm2.properties import parse_java_properties
+from mm2_assets.mm2.selection import remote_topic_map
+from mm2_assets.mm2.settings import Setting, SettingValueError
 
 __all__ = [
     "CONFIG_ENV",
-    "FLOW_DEFAULTS",
     "ClusterConfig",
     "FlowConfig",
-    "FrozenMapping",
     "MM2Config",
-    "MM2ConfigError",
-    "RegexList",
     "build_mm2_config",
     "default_config_path",
-    "is_client_config_name",
-    "is_secret_key",
     "load_mm2_config",
-    "mask",
-    "parse_java_properties",
     "parse_mm2_properties",
 ]
 
@@ -101,59 +86,6 @@ Side: TypeAlias = Literal["source", "target"]
 # The environment variable naming the configuration file the Dagster code location loads.
 CONFIG_ENV = "MM2_CONFIG"
 CLUSTERS_KEY = "clusters"
-DEFAULT_TOPIC_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpTopicListener"
-DEFAULT_GROUP_LISTENER_CLASS = "mm2_assets.mm2.listeners.NoOpGroupListener"
-
-# MM2's connector settings with MM2's defaults (Kafka 4.x MirrorConnectorConfig,
-# MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig, the Default*Filter classes),
-# plus the KIP settings this project supports. `enabled` is MirrorMakerConfig's flow default.
-FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping(
-    {
-        "enabled": "false",
-        "topics": DefaultTopicFilter.TOPICS_INCLUDE_DEFAULT,
-        "topics.exclude": DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT,  # KIP-1074
-        "groups": DefaultGroupFilter.GROUPS_INCLUDE_DEFAULT,
-        "groups.exclude": DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT,
-        "replication.policy.class": REPLICATION_POLICY_CLASS_DEFAULT,
-        "replication.policy.separator": ".",
-        "replication.policy.internal.topic.separator.enabled": "true",
-        "replication.factor": "2",
-        "heartbeats.topic.replication.factor": "3",
-        "checkpoints.topic.replication.factor": "3",
-        "offset-syncs.topic.replication.factor": "3",
-        "offset-syncs.topic.location": "source",
-        "emit.offset-syncs.enabled": "true",
-        "offset.lag.max": "100",
-        "tasks.max": "1",
-        "refresh.topics.enabled": "true",
-        "refresh.topics.interval.seconds": "600",
-        "refresh.groups.enabled": "true",
-        "refresh.groups.interval.seconds": "600",
-        "sync.topic.configs.enabled": "true",
-        "sync.topic.configs.interval.seconds": "600",
-        "sync.topic.acls.enabled": "true",
-        "sync.topic.acls.interval.seconds": "600",
-        "config.properties.exclude": DefaultConfigPropertyFilter.CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
-        "use.defaults.from": "target",  # KIP-894
-        "use.incremental.alter.configs": "requested",  # KIP-894
-        "emit.checkpoints.enabled": "true",
-        "emit.checkpoints.interval.seconds": "60",
-        "sync.group.offsets.enabled": "false",  # KIP-545
-        "sync.group.offsets.interval.seconds": "60",
-        "emit.heartbeats.enabled": "true",
-        "emit.heartbeats.interval.seconds": "1",
-        HEARTBEATS_REPLICATION_ENABLED_CONFIG: str(HEARTBEATS_REPLICATION_ENABLED_DEFAULT).lower(),
-        "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
-        "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
-        "config.property.filter.class": (
-            "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"
-        ),
-        "topic.listener.class": DEFAULT_TOPIC_LISTENER_CLASS,  # KIP-918
-        "group.listener.class": DEFAULT_GROUP_LISTENER_CLASS,  # KIP-918
-        "consumer.poll.timeout.ms": "1000",
-        "admin.timeout.ms": "60000",
-    }
-)
 
 # Removed in Kafka 4.0 (KAFKA-17529): MM2 4.x ignores them, MM2 3.x honoured them. Either way a
 # file still using them does not mean what it says, so we refuse it.
@@ -167,154 +99,6 @@ _DERIVED_KEYS = ("source.cluster.alias", "target.cluster.alias")
 # Prefixes MM2 keeps at top level only for known names (`connectorBaseConfig` retains known
 # connector settings); anything else under them is a per-cluster/per-flow client override.
 _CLIENT_PREFIXES = ("admin.", "consumer.", "producer.", "source.", "target.")
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors
-# ---------------------------------------------------------------------------------------------
-
-
-class MM2ConfigError(ValueError):
-    """An MM2 properties file that cannot be used, with where and why.
-
-    The message reads `<file>: <key>=<value>: <reason>`; secret values are masked.
-    """
-
-    def __init__(
-        self, reason: str, *, source: str, key: str | None = None, value: str | None = None
-    ) -> None:
-        """Record the file (`source`), the `key`, the masked `value` and the `reason`."""
-        self.source = source
-        self.key = key
-        self.value = mask(key, value) if key is not None else value
-        self.reason = reason
-        where = source
-        if key is not None:
-            where += f": {key}" + ("" if value is None else f"={self.value!r}")
-        super().__init__(f"{where}: {reason}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Java .properties syntax
-# ---------------------------------------------------------------------------------------------
-
-_PROPERTIES_WHITESPACE = " \t\f"
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _continues(line: str) -> bool:
-    # An odd number of trailing backslashes continues the logical line.
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """Split a logical line into raw key and raw value, as java.util.Properties.load does."""
-    index, escaped, value_start, has_separator = 0, False, len(line), False
-    while index < len(line):
-        char = line[index]
-        if char in "=:" and not escaped:
-            value_start, has_separator = index + 1, True
-            break
-        if char in _PROPERTIES_WHITESPACE and not escaped:
-            value_start = index + 1
-            break
-        escaped = char == "\\" and not escaped
-        index += 1
-    key = line[:index]
-    while value_start < len(line):
-        char = line[value_start]
-        if char not in _PROPERTIES_WHITESPACE:
-            if not has_separator and char in "=:":
-                has_separator = True
-            else:
-                break
-        value_start += 1
-    return key, line[value_start:]
-
-
-def _unescape(raw: str) -> str:
-    out: list[str] = []
-    index = 0
-    while index < len(raw):
-        char = raw[index]
-        index += 1
-        if char != "\\":
-            out.append(char)
-            continue
-        if index >= len(raw):
-            break  # a dangling backslash is dropped, as Java does
-        char = raw[index]
-        index += 1
-        if char == "u":
-            digits = raw[index : index + 4]
-            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise ValueError("malformed \\uxxxx escape")
-            out.append(chr(int(digits, 16)))
-            index += 4
-        else:
-            out.append(_ESCAPES.get(char, char))
-    return "".join(out)
-
-
-def parse_java_properties(text: str, source_name: str = "<string>") -> dict[str, str]:
-    """Parse Java `.properties` text into a dict (later duplicates win, as in Java).
-
-    Supports `key=value`, `key: value` and `key value`; `#`/`!` comment lines; logical lines
-    continued by an odd number of trailing backslashes (leading whitespace of the next line is
-    skipped); escapes `\\t \\n \\r \\f \\uXXXX` and `\\<any>` for the character itself.
-    """
-    result: dict[str, str] = {}
-    lines = _LINE_BREAK.split(text.removeprefix("\ufeff"))
-    index = 0
-    while index < len(lines):
-        line_number = index + 1
-        line = lines[index].lstrip(_PROPERTIES_WHITESPACE)
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line):
-            line = line[:-1]
-            if index >= len(lines):
-                break
-            line += lines[index].lstrip(_PROPERTIES_WHITESPACE)
-            index += 1
-        raw_key, raw_value = _split_entry(line)
-        try:
-            key = _unescape(raw_key)
-            result[key] = _unescape(raw_value)
-        except ValueError as exc:
-            raise MM2ConfigError(
-                f"line {line_number}: {exc}", source=source_name, key=raw_key
-            ) from exc
-    return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Typed values
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RegexList:
-    """A comma-separated MM2 regex list, compiled as MM2 does: entries joined with `|`,
-    matched against whole names; an empty list matches nothing."""
-
-    text: str
-    items: tuple[str, ...]
-    pattern: re.Pattern[str] | None
-
-    def matches(self, name: str) -> bool:
-        """Whether `name` is fully matched by one of the entries."""
-        return full_match(self.pattern, name)
-
-    def __str__(self) -> str:
-        """The list as written."""
-        return self.text
-
-    def __repr__(self) -> str:
-        """Compact: the list as written."""
-        return f"RegexList({self.text!r})"
 
 
 def _strip_prefix(props: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -375,13 +159,14 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True, repr=False)
-class FlowConfig:
-    """One replication flow `<source>-><target>` with MM2's settings, typed.
+class FlowConfig(FlowSettings):
+    """One replication flow `<source>-><target>` with its settings, typed.
 
     `properties` are the flow's effective connector properties (top-level settings overridden by
     `<source>-><target>.` ones, unknown keys kept, `source.cluster.alias`/`target.cluster.alias`
-    added as MM2 does); typed fields apply MM2's defaults on top. Field names are MM2's keys with
-    `.`/`-` turned into `_`.
+    added as MM2 does); the typed setting fields (declared in `flow_settings.FlowSettings`,
+    names are the keys with `.`/`-` turned into `_`) apply the defaults on top. `enabled` is the
+    effective switch: the pair's herder exists and its `enabled` setting is true.
     """
 
     source: ClusterConfig
@@ -390,46 +175,6 @@ class FlowConfig:
     key: str
     enabled: bool
     properties: Mapping[str, str]
-    topics: RegexList
-    topics_exclude: RegexList
-    groups: RegexList
-    groups_exclude: RegexList
-    replication_policy_class: str
-    replication_policy_separator: str
-    replication_policy_internal_topic_separator_enabled: bool
-    replication_factor: int
-    heartbeats_topic_replication_factor: int
-    checkpoints_topic_replication_factor: int
-    offset_syncs_topic_replication_factor: int
-    offset_syncs_topic_location: Literal["source", "target"]
-    emit_offset_syncs_enabled: bool
-    offset_lag_max: int
-    tasks_max: int
-    refresh_topics_enabled: bool
-    refresh_topics_interval_seconds: int
-    refresh_groups_enabled: bool
-    refresh_groups_interval_seconds: int
-    sync_topic_configs_enabled: bool
-    sync_topic_configs_interval_seconds: int
-    sync_topic_acls_enabled: bool
-    sync_topic_acls_interval_seconds: int
-    config_properties_exclude: RegexList
-    use_defaults_from: Literal["target", "source"]
-    use_incremental_alter_configs: Literal["requested", "never", "required"]
-    emit_checkpoints_enabled: bool
-    emit_checkpoints_interval_seconds: int
-    sync_group_offsets_enabled: bool
-    sync_group_offsets_interval_seconds: int
-    emit_heartbeats_enabled: bool
-    emit_heartbeats_interval_seconds: int
-    heartbeats_replication_enabled: bool
-    topic_filter_class: str
-    group_filter_class: str
-    config_property_filter_class: str
-    topic_listener_class: str
-    group_listener_class: str
-    consumer_poll_timeout_ms: int
-    admin_timeout_ms: int
 
     def __post_init__(self) -> None:
         """Freeze the properties and prepare the client translation cache."""
@@ -525,67 +270,17 @@ class FlowConfig:
         """A new topic-config property filter configured from this flow's properties."""
         return load_config_property_filter(self.properties)
 
+    def topic_listener(self) -> TopicListener:
+        """A new KIP-918 topic listener configured from this flow's properties.
 
-# (field name, MM2 key, kind, choices) for every typed flow setting, in FlowConfig order.
-_Kind: TypeAlias = Literal["bool", "int", "interval", "rf", "enum", "regex", "class", "separator"]
-_FLOW_SETTINGS: tuple[tuple[str, _Kind, tuple[str, ...]], ...] = (
-    ("topics", "regex", ()),
-    ("topics.exclude", "regex", ()),
-    ("groups", "regex", ()),
-    ("groups.exclude", "regex", ()),
-    ("replication.policy.class", "class", ()),
-    ("replication.policy.separator", "separator", ()),
-    ("replication.policy.internal.topic.separator.enabled", "bool", ()),
-    ("replication.factor", "rf", ()),
-    ("heartbeats.topic.replication.factor", "rf", ()),
-    ("checkpoints.topic.replication.factor", "rf", ()),
-    ("offset-syncs.topic.replication.factor", "rf", ()),
-    ("offset-syncs.topic.location", "enum", ("source", "target")),
-    ("emit.offset-syncs.enabled", "bool", ()),
-    ("offset.lag.max", "int", ()),
-    ("tasks.max", "int", ()),
-    ("refresh.topics.enabled", "bool", ()),
-    ("refresh.topics.interval.seconds", "interval", ()),
-    ("refresh.groups.enabled", "bool", ()),
-    ("refresh.groups.interval.seconds", "interval", ()),
-    ("sync.topic.configs.enabled", "bool", ()),
-    ("sync.topic.configs.interval.seconds", "interval", ()),
-    ("sync.topic.acls.enabled", "bool", ()),
-    ("sync.topic.acls.interval.seconds", "interval", ()),
-    ("config.properties.exclude", "regex", ()),
-    ("use.defaults.from", "enum", ("target", "source")),
-    ("use.incremental.alter.configs", "enum", ("requested", "never", "required")),
-    ("emit.checkpoints.enabled", "bool", ()),
-    ("emit.checkpoints.interval.seconds", "interval", ()),
-    ("sync.group.offsets.enabled", "bool", ()),
-    ("sync.group.offsets.interval.seconds", "interval", ()),
-    ("emit.heartbeats.enabled", "bool", ()),
-    ("emit.heartbeats.interval.seconds", "interval", ()),
-    (HEARTBEATS_REPLICATION_ENABLED_CONFIG, "bool", ()),
-    ("topic.filter.class", "class", ()),
-    ("group.filter.class", "class", ()),
-    ("config.property.filter.class", "class", ()),
-    ("topic.listener.class", "class", ()),
-    ("group.listener.class", "class", ()),
-    ("consumer.poll.timeout.ms", "interval", ()),
-    ("admin.timeout.ms", "interval", ()),
-)
-# Minimums MM2 enforces (tasks.max: ConnectorConfig atLeast(1)) or that make the value usable.
-_INT_MINIMUMS = {"offset.lag.max": 0, "tasks.max": 1}
+        Raises `PluginLoadError` when the class does not load; whatever its `configure` raises
+        propagates (the caller reports it).
+        """
+        return load_topic_listener(self.properties)
 
-# The base class a plugin configured under each `*.class` setting must extend.
-_PLUGIN_BASES: Mapping[str, type] = {
-    "replication.policy.class": ReplicationPolicy,
-    "topic.filter.class": TopicFilter,
-    "group.filter.class": GroupFilter,
-    "config.property.filter.class": ConfigPropertyFilter,
-    "topic.listener.class": TopicListener,
-    "group.listener.class": GroupListener,
-}
-
-
-def _field_name(key: str) -> str:
-    return key.replace(".", "_").replace("-", "_")
+    def group_listener(self) -> GroupListener:
+        """A new KIP-918 group listener configured from this flow's properties."""
+        return load_group_listener(self.properties)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,80 +326,12 @@ class _Builder:
     ) -> MM2ConfigError:
         return MM2ConfigError(reason, source=self.source, key=key, value=value)
 
-    # -- scalar parsing, with the key as written in the file ---------------------------------
-
-    def boolean(self, key: str, value: str) -> bool:
-        lowered = value.strip().lower()
-        if lowered not in ("true", "false"):
-            raise self.error("expected true or false", key, value)
-        return lowered == "true"
-
-    def integer(self, key: str, value: str, minimum: int | None = None) -> int:
+    def parse(self, setting: Setting, key: str, value: str) -> Any:
+        """`value` of `setting`, written under `key` in the file, typed; MM2ConfigError if bad."""
         try:
-            number = int(value.strip())
-        except ValueError:
-            raise self.error("expected an integer", key, value) from None
-        if minimum is not None and number < minimum:
-            raise self.error(f"must be >= {minimum}", key, value)
-        return number
-
-    def regex_list(self, key: str, value: str) -> RegexList:
-        try:
-            items = parse_list(key, value)
-            for item in items:
-                # Compile entries one by one so the error names the bad one.
-                try:
-                    compile_pattern_list(key, item)
-                except FilterConfigError as exc:
-                    raise self.error(
-                        f"bad regex {item!r}: {str(exc).rpartition('(')[2].rstrip(')')}",
-                        key,
-                        value,
-                    ) from exc
-            pattern = compile_pattern_list(key, value)
-        except FilterConfigError as exc:
-            raise self.error(f"bad regex list: {exc}", key, value) from exc
-        return RegexList(value, tuple(items), pattern)
-
-    def plugin(self, setting: str, key: str, value: str) -> str:
-        value = value.strip()
-        default = FLOW_DEFAULTS[setting]
-        if plugins.resolve_class_path(value) != plugins.resolve_class_path(default):
-            try:
-                plugins.load_class(key, value, _PLUGIN_BASES[setting])
-            except plugins.PluginLoadError as exc:
-                reason = str(exc).removeprefix(f"{key}={value!r}: ")
-                raise self.error(f"class does not load: {reason}", key, value) from exc
-        return value
-
-    def setting(
-        self, setting: str, kind: _Kind, choices: tuple[str, ...], key: str, value: str
-    ) -> Any:
-        if kind == "bool":
-            return self.boolean(key, value)
-        if kind == "int":
-            return self.integer(key, value, _INT_MINIMUMS.get(setting))
-        if kind == "interval":
-            # MM2 schedules with this period; Java rejects a period <= 0 at runtime.
-            return self.integer(key, value, 1)
-        if kind == "rf":
-            number = self.integer(key, value)
-            if number == 0 or number < -1:
-                raise self.error("must be -1 (broker default) or >= 1", key, value)
-            return number
-        if kind == "enum":
-            lowered = value.strip().lower()
-            if lowered not in choices:
-                raise self.error(f"expected one of {', '.join(choices)}", key, value)
-            return lowered
-        if kind == "regex":
-            return self.regex_list(key, value)
-        if kind == "class":
-            return self.plugin(setting, key, value)
-        # separator: Java trims string settings; an empty separator cannot split names back.
-        if value.strip() == "":
-            raise self.error("the separator must not be empty", key, value)
-        return value.strip()
+            return setting.parse(value, key)
+        except SettingValueError as exc:
+            raise self.error(exc.reason, key, value if exc.show_value else None) from exc
 
     # -- structure ----------------------------------------------------------------------------
 
@@ -825,22 +452,24 @@ class _Builder:
                     origin(removed),
                     merged[removed],
                 )
-        values: dict[str, Any] = {}
-        for setting, kind, choices in _FLOW_SETTINGS:
-            value = merged.get(setting, FLOW_DEFAULTS[setting])
-            values[_field_name(setting)] = self.setting(
-                setting, kind, choices, origin(setting), value
-            )
+        values = {
+            s.field_name: self.parse(s, origin(s.key), merged.get(s.key, s.default))
+            for s in FIELD_SETTINGS
+        }
 
         # MirrorMakerConfig.clusterPairs creates the pair's herder when `<pair>.enabled` or
         # heartbeats are on; the source connector then replicates if `enabled` (flow-level over
         # top-level, default false) is true.
         pair_enabled_key = prefix + "enabled"
-        pair_enabled = pair_enabled_key in self.props and self.boolean(
-            pair_enabled_key, self.props[pair_enabled_key]
+        pair_enabled = pair_enabled_key in self.props and self.parse(
+            FLOW_ENABLED, pair_enabled_key, self.props[pair_enabled_key]
         )
         herder = pair_enabled or values["emit_heartbeats_enabled"]
-        enabled = herder and self.boolean(origin("enabled"), merged.get("enabled", "false"))
+        enabled = herder and self.parse(
+            FLOW_ENABLED,
+            origin(FLOW_ENABLED.key),
+            merged.get(FLOW_ENABLED.key, FLOW_ENABLED.default),
+        )
 
         flow = FlowConfig(
             source=source,
@@ -970,25 +599,3 @@ def default_config_path() -> Path:
     if configured:
         return Path(configured)
     return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
-
-
-def flow_setting_keys() -> tuple[str, ...]:
-    """The MM2 keys FlowConfig exposes as typed fields (used to check model and table agree)."""
-    return tuple(setting for setting, _, _ in _FLOW_SETTINGS)
-
-
-def _check_fields_match_table() -> None:
-    typed = {f.name for f in fields(FlowConfig)} - {
-        "source",
-        "target",
-        "name",
-        "key",
-        "enabled",
-        "properties",
-    }
-    table = {_field_name(key) for key in flow_setting_keys()}
-    if typed != table:  # pragma: no cover - a programming error caught at import
-        raise RuntimeError(f"FlowConfig fields and _FLOW_SETTINGS differ: {typed ^ table}")
-
-
-_check_fields_match_table()

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.filters import FilterConfigError, parse_list
+from mm2_assets.mm2.properties import parse_java_properties
 
 CONFIG_PROVIDERS_KEY = "config.providers"
 
@@ -128,9 +130,6 @@ class FileConfigProvider(_PathRestrictedProvider):
 
     def get(self, path: str, keys: set[str]) -> dict[str, str]:
         """Parse the properties file at `path` (UTF-8, as Kafka reads it) and pick `keys`."""
-        # Imported here: config.py imports this module, and owns the .properties parser.
-        from mm2_assets.mm2.config import MM2ConfigError, parse_java_properties
-
         if not path:
             raise ConfigProviderError("the file provider needs a path: ${file:/path:key}")
         checked = self._checked(path)

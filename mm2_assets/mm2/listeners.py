@@ -16,16 +16,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from mm2_assets.mm2 import plugins
 
-if TYPE_CHECKING:  # config imports this module: a runtime import back would be a cycle
-    from mm2_assets.mm2.config import FlowConfig
-
 __all__ = [
     "GROUP_LISTENER_CLASS_CONFIG",
+    "GROUP_LISTENER_CLASS_DEFAULT",
     "TOPIC_LISTENER_CLASS_CONFIG",
+    "TOPIC_LISTENER_CLASS_DEFAULT",
     "GroupListener",
     "GroupSetChange",
     "NoOpGroupListener",
@@ -38,6 +37,8 @@ __all__ = [
 
 TOPIC_LISTENER_CLASS_CONFIG = "topic.listener.class"
 GROUP_LISTENER_CLASS_CONFIG = "group.listener.class"
+TOPIC_LISTENER_CLASS_DEFAULT = "mm2_assets.mm2.listeners.NoOpTopicListener"
+GROUP_LISTENER_CLASS_DEFAULT = "mm2_assets.mm2.listeners.NoOpGroupListener"
 
 
 class TopicListener(ABC):
@@ -89,22 +90,23 @@ class NoOpGroupListener(GroupListener):
 _L = TypeVar("_L", TopicListener, GroupListener)
 
 
-def _load(flow: FlowConfig, key: str, class_path: str, base: type[_L]) -> _L:
-    return plugins.instantiate(key, class_path, base, dict(flow.properties))
+def _load(props: Mapping[str, str], key: str, default: str, base: type[_L]) -> _L:
+    # Trimmed as Java trims CLASS settings, so errors show the class path as configured.
+    return plugins.instantiate(key, props.get(key, default).strip(), base, dict(props))
 
 
-def load_topic_listener(flow: FlowConfig) -> TopicListener:
-    """A new, configured instance of the flow's `topic.listener.class`.
+def load_topic_listener(props: Mapping[str, str]) -> TopicListener:
+    """A new instance of the `topic.listener.class` named in a flow's `props`, configured.
 
     Raises `PluginLoadError` when the class does not load; whatever `configure` raises
     propagates (the caller reports it).
     """
-    return _load(flow, TOPIC_LISTENER_CLASS_CONFIG, flow.topic_listener_class, TopicListener)
+    return _load(props, TOPIC_LISTENER_CLASS_CONFIG, TOPIC_LISTENER_CLASS_DEFAULT, TopicListener)
 
 
-def load_group_listener(flow: FlowConfig) -> GroupListener:
-    """A new, configured instance of the flow's `group.listener.class`."""
-    return _load(flow, GROUP_LISTENER_CLASS_CONFIG, flow.group_listener_class, GroupListener)
+def load_group_listener(props: Mapping[str, str]) -> GroupListener:
+    """A new instance of the `group.listener.class` named in a flow's `props`, configured."""
+    return _load(props, GROUP_LISTENER_CLASS_CONFIG, GROUP_LISTENER_CLASS_DEFAULT, GroupListener)
 
 
 # ---------------------------------------------------------------------------------------------

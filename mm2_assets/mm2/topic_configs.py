@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, TypeAlias
 
-from mm2_assets.mm2.client_properties import HIDDEN, is_secret_key
 from mm2_assets.mm2.filters import ConfigPropertyFilter
+from mm2_assets.mm2.secrets import HIDDEN, is_secret_key
 
 UseIncrementalAlterConfigs: TypeAlias = Literal["requested", "never", "required"]
 AlterApi: TypeAlias = Literal["incremental", "legacy"]

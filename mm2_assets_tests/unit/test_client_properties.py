@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.mm2.client_properties import (
-    HIDDEN,
     PROPERTY_TABLE,
     ClientPropertyError,
-    FrozenMapping,
     parse_jaas_config,
     to_librdkafka,
     translate,
 )
+from mm2_assets.mm2.frozen import FrozenMapping
+from mm2_assets.mm2.secrets import HIDDEN
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -8,20 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.mm2.client_properties import is_secret_key, mask
 from mm2_assets.mm2.config import (
-    FLOW_DEFAULTS,
     FlowConfig,
     MM2Config,
-    MM2ConfigError,
     build_mm2_config,
     load_mm2_config,
-    parse_java_properties,
     parse_mm2_properties,
 )
 from mm2_assets.mm2.config_providers import ConfigProvider
+from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.filters import TopicFilter
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mm2_assets.mm2.properties import parse_java_properties
+from mm2_assets.mm2.secrets import is_secret_key, mask
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "mm2_assets_tests" / "fixtures"
@@ -203,18 +202,6 @@ def test_default_topic_exclude_follows_kip_1074() -> None:
     for topic in ("payments.internal", "billing-internal", "orders"):
         assert not flow.topics_exclude.matches(topic), topic
         assert flow.topics.matches(topic)
-
-
-def test_flow_defaults_table_covers_every_typed_setting() -> None:
-    typed = {f.name for f in dataclasses.fields(FlowConfig)} - {
-        "source",
-        "target",
-        "name",
-        "key",
-        "enabled",
-        "properties",
-    }
-    assert typed == {key.replace(".", "_").replace("-", "_") for key in FLOW_DEFAULTS} - {"enabled"}
 
 
 # --- precedence --------------------------------------------------------------------------------

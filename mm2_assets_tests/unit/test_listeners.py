@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from mm2_assets.mm2.config import FLOW_DEFAULTS, FlowConfig, MM2ConfigError, parse_mm2_properties
+from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
+from mm2_assets.mm2.errors import MM2ConfigError
+from mm2_assets.mm2.flow_settings import FLOW_DEFAULTS
 from mm2_assets.mm2.listeners import (
     GroupListener,
     GroupSetChange,
@@ -14,8 +16,6 @@ from mm2_assets.mm2.listeners import (
     NoOpTopicListener,
     TopicListener,
     TopicSetChange,
-    load_group_listener,
-    load_topic_listener,
 )
 
 BASE = """\
@@ -79,8 +79,8 @@ def test_defaults_are_the_no_op_classes() -> None:
         FLOW_DEFAULTS["group.listener.class"] == f"{NoOpGroupListener.__module__}.NoOpGroupListener"
     )
     f = flow()
-    topic_listener = load_topic_listener(f)
-    group_listener = load_group_listener(f)
+    topic_listener = f.topic_listener()
+    group_listener = f.group_listener()
     assert type(topic_listener) is NoOpTopicListener
     assert type(group_listener) is NoOpGroupListener
     # The no-ops accept anything and close cleanly.
@@ -96,8 +96,8 @@ def test_custom_listeners_are_configured_with_the_flow_properties() -> None:
         f"primary->backup.group.listener.class = {HERE}.ConfiguredGroupListener\n"
         "listener.endpoint = http://example\n"
     )
-    topic_listener = load_topic_listener(f)
-    group_listener = load_group_listener(f)
+    topic_listener = f.topic_listener()
+    group_listener = f.group_listener()
     assert isinstance(topic_listener, ConfiguredTopicListener)
     assert isinstance(group_listener, ConfiguredGroupListener)
     assert topic_listener.config["listener.endpoint"] == "http://example"
@@ -107,7 +107,7 @@ def test_custom_listeners_are_configured_with_the_flow_properties() -> None:
 
 def test_each_load_is_a_new_instance() -> None:
     f = flow(f"topic.listener.class = {HERE}.ConfiguredTopicListener\n")
-    assert load_topic_listener(f) is not load_topic_listener(f)
+    assert f.topic_listener() is not f.topic_listener()
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_bad_listener_classes_fail_at_config_load(line: str, reason: str) -> Non
 def test_configure_errors_propagate_to_the_caller() -> None:
     f = flow(f"topic.listener.class = {HERE}.RejectingTopicListener\n")
     with pytest.raises(ValueError, match=r"listener\.endpoint is required"):
-        load_topic_listener(f)
+        f.topic_listener()
 
 
 # -- set changes ------------------------------------------------------------------------------

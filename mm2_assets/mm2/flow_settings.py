@@ -1,0 +1,382 @@
+"""Every flow setting, declared once: MM2's connector settings, the KIP settings we support, ours.
+
+`FlowSettings` is the table: one typed field per key, with its kind, MM2's default and its
+meaning (`settings.flow_setting`). `config.FlowConfig` extends it; `FLOW_DEFAULTS`, the
+builder's validation and the configuration reference (`mm2-assets config reference`) are
+derived from it. Defaults are MM2's (Kafka 4.x MirrorConnectorConfig, MirrorSourceConfig,
+MirrorCheckpointConfig, MirrorHeartbeatConfig, the Default*Filter classes); docs follow MM2's.
+
+Our own settings (`mm2assets.*`) are typed here too but stay out of `FLOW_DEFAULTS`: MM2 has no
+such keys, and nothing MM2 would see (plugin configs, client configs) gains them.
+
+Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
+"""
+
+# flow_setting() wraps dataclasses.field(), which RUF009 cannot know.
+# ruff: noqa: RUF009
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from mm2_assets.mm2.filters import (
+    CONFIG_PROPERTY_FILTER_CLASS_DEFAULT,
+    GROUP_FILTER_CLASS_DEFAULT,
+    TOPIC_FILTER_CLASS_DEFAULT,
+    ConfigPropertyFilter,
+    DefaultConfigPropertyFilter,
+    DefaultGroupFilter,
+    DefaultTopicFilter,
+    GroupFilter,
+    TopicFilter,
+)
+from mm2_assets.mm2.frozen import FrozenMapping
+from mm2_assets.mm2.listeners import (
+    GROUP_LISTENER_CLASS_DEFAULT,
+    TOPIC_LISTENER_CLASS_DEFAULT,
+    GroupListener,
+    TopicListener,
+)
+from mm2_assets.mm2.policy import (
+    REPLICATION_POLICY_CLASS_DEFAULT,
+    DefaultReplicationPolicy,
+    ReplicationPolicy,
+)
+from mm2_assets.mm2.selection import HEARTBEATS_REPLICATION_ENABLED_DEFAULT
+from mm2_assets.mm2.settings import (
+    BOOLEAN,
+    INTERVAL,
+    POSITIVE_NUMBER,
+    REGEX,
+    REPLICATION_FACTOR,
+    SEPARATOR,
+    STRING,
+    URL,
+    RegexList,
+    Setting,
+    at_least,
+    declared_settings,
+    flow_setting,
+    one_of,
+    plugin,
+    reference_markdown,
+)
+from mm2_assets.mm2.topic_configs import UseIncrementalAlterConfigs
+
+__all__ = [
+    "FIELD_SETTINGS",
+    "FLOW_DEFAULTS",
+    "FLOW_ENABLED",
+    "SETTINGS",
+    "FlowSettings",
+    "OffsetSyncsTopicLocation",
+    "UseDefaultsFrom",
+    "reference",
+]
+
+OffsetSyncsTopicLocation: TypeAlias = Literal["source", "target"]
+UseDefaultsFrom: TypeAlias = Literal["target", "source"]
+
+# `enabled` is declared on its own: FlowConfig.enabled is the *effective* switch (the pair's
+# herder must exist too), not this setting's value. MirrorMakerConfig's flow default is false.
+FLOW_ENABLED = Setting("enabled", BOOLEAN, "false", "Whether to replicate source->target.")
+
+
+@dataclass(frozen=True, repr=False)
+class FlowSettings:
+    """A flow's settings, typed; field names are the keys with `.`/`-` turned into `_`.
+
+    Built by `config` with the flow's effective properties over the defaults declared here.
+    """
+
+    topics: RegexList = flow_setting(
+        "topics",
+        REGEX,
+        DefaultTopicFilter.TOPICS_INCLUDE_DEFAULT,
+        "Topics to replicate: comma-separated topic names and regexes.",
+    )
+    topics_exclude: RegexList = flow_setting(
+        "topics.exclude",
+        REGEX,
+        DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT,
+        "Excluded topics: comma-separated names and regexes; excludes win over includes.",
+    )
+    groups: RegexList = flow_setting(
+        "groups",
+        REGEX,
+        DefaultGroupFilter.GROUPS_INCLUDE_DEFAULT,
+        "Consumer groups to replicate: comma-separated group IDs and regexes.",
+    )
+    groups_exclude: RegexList = flow_setting(
+        "groups.exclude",
+        REGEX,
+        DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT,
+        "Excluded groups: group IDs and regexes; excludes win over includes.",
+    )
+    replication_policy_class: str = flow_setting(
+        "replication.policy.class",
+        plugin(ReplicationPolicy),
+        REPLICATION_POLICY_CLASS_DEFAULT,
+        "Controls how remote topics are named.",
+    )
+    replication_policy_separator: str = flow_setting(
+        "replication.policy.separator",
+        SEPARATOR,
+        DefaultReplicationPolicy.SEPARATOR_DEFAULT,
+        "Separator used in remote topic names.",
+    )
+    replication_policy_internal_topic_separator_enabled: bool = flow_setting(
+        "replication.policy.internal.topic.separator.enabled",
+        BOOLEAN,
+        "true",
+        "Whether the separator also names MM2's offset-syncs and checkpoints topics.",
+        kip="KIP-949",
+    )
+    replication_factor: int = flow_setting(
+        "replication.factor",
+        REPLICATION_FACTOR,
+        "2",
+        "Replication factor for newly created remote topics.",
+    )
+    heartbeats_topic_replication_factor: int = flow_setting(
+        "heartbeats.topic.replication.factor",
+        REPLICATION_FACTOR,
+        "3",
+        "Replication factor for the heartbeats topic.",
+    )
+    checkpoints_topic_replication_factor: int = flow_setting(
+        "checkpoints.topic.replication.factor",
+        REPLICATION_FACTOR,
+        "3",
+        "Replication factor for the checkpoints topic.",
+    )
+    offset_syncs_topic_replication_factor: int = flow_setting(
+        "offset-syncs.topic.replication.factor",
+        REPLICATION_FACTOR,
+        "3",
+        "Replication factor for the offset-syncs topic.",
+    )
+    offset_syncs_topic_location: OffsetSyncsTopicLocation = flow_setting(
+        "offset-syncs.topic.location",
+        one_of(OffsetSyncsTopicLocation),
+        "source",
+        "The cluster (source or target) holding the offset-syncs topic.",
+        kip="KIP-716",
+    )
+    emit_offset_syncs_enabled: bool = flow_setting(
+        "emit.offset-syncs.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to record offset syncs of the replicated records.",
+        kip="KIP-1031",
+    )
+    offset_lag_max: int = flow_setting(
+        "offset.lag.max",
+        at_least(0),
+        "100",
+        "How far a remote partition may fall behind before a new offset sync is emitted.",
+    )
+    tasks_max: int = flow_setting(
+        "tasks.max", at_least(1), "1", "Maximum number of tasks to use for this connector."
+    )
+    refresh_topics_enabled: bool = flow_setting(
+        "refresh.topics.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to periodically check for new topics and partitions.",
+    )
+    refresh_topics_interval_seconds: int = flow_setting(
+        "refresh.topics.interval.seconds", INTERVAL, "600", "Frequency of topic refresh."
+    )
+    refresh_groups_enabled: bool = flow_setting(
+        "refresh.groups.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to periodically check for new consumer groups.",
+    )
+    refresh_groups_interval_seconds: int = flow_setting(
+        "refresh.groups.interval.seconds", INTERVAL, "600", "Frequency of group refresh."
+    )
+    sync_topic_configs_enabled: bool = flow_setting(
+        "sync.topic.configs.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to periodically configure remote topics to match their upstream topics.",
+    )
+    sync_topic_configs_interval_seconds: int = flow_setting(
+        "sync.topic.configs.interval.seconds", INTERVAL, "600", "Frequency of topic config sync."
+    )
+    sync_topic_acls_enabled: bool = flow_setting(
+        "sync.topic.acls.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to periodically configure remote topic ACLs to match their upstream topics.",
+    )
+    sync_topic_acls_interval_seconds: int = flow_setting(
+        "sync.topic.acls.interval.seconds", INTERVAL, "600", "Frequency of topic ACL sync."
+    )
+    config_properties_exclude: RegexList = flow_setting(
+        "config.properties.exclude",
+        REGEX,
+        DefaultConfigPropertyFilter.CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
+        "Topic config properties not to replicate: property names and regexes.",
+    )
+    use_defaults_from: UseDefaultsFrom = flow_setting(
+        "use.defaults.from",
+        one_of(UseDefaultsFrom),
+        DefaultConfigPropertyFilter.USE_DEFAULTS_FROM_DEFAULT,
+        "Which cluster's defaults apply when syncing topic configs left at their default.",
+        kip="KIP-894",
+    )
+    use_incremental_alter_configs: UseIncrementalAlterConfigs = flow_setting(
+        "use.incremental.alter.configs",
+        one_of(UseIncrementalAlterConfigs),
+        "requested",
+        "Topic config sync API: `requested` falls back from IncrementalAlterConfigs to "
+        "AlterConfigs, `required` never does, `never` uses AlterConfigs only.",
+        kip="KIP-894",
+    )
+    emit_checkpoints_enabled: bool = flow_setting(
+        "emit.checkpoints.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to replicate consumer offsets to the target cluster.",
+    )
+    emit_checkpoints_interval_seconds: int = flow_setting(
+        "emit.checkpoints.interval.seconds", INTERVAL, "60", "Frequency of checkpoints."
+    )
+    sync_group_offsets_enabled: bool = flow_setting(
+        "sync.group.offsets.enabled",
+        BOOLEAN,
+        "false",
+        "Whether to write translated offsets to the target's `__consumer_offsets`, for groups "
+        "with no active consumer there.",
+        kip="KIP-545",
+    )
+    sync_group_offsets_interval_seconds: int = flow_setting(
+        "sync.group.offsets.interval.seconds",
+        INTERVAL,
+        "60",
+        "Frequency of consumer group offset sync.",
+        kip="KIP-545",
+    )
+    emit_heartbeats_enabled: bool = flow_setting(
+        "emit.heartbeats.enabled",
+        BOOLEAN,
+        "true",
+        "Whether to emit heartbeats to the target cluster.",
+    )
+    emit_heartbeats_interval_seconds: int = flow_setting(
+        "emit.heartbeats.interval.seconds", INTERVAL, "1", "Frequency of heartbeats."
+    )
+    heartbeats_replication_enabled: bool = flow_setting(
+        "heartbeats.replication.enabled",
+        BOOLEAN,
+        str(HEARTBEATS_REPLICATION_ENABLED_DEFAULT).lower(),
+        "Whether to replicate heartbeats topics even when the topic filter excludes them.",
+        kip="KIP-1089",
+    )
+    topic_filter_class: str = flow_setting(
+        "topic.filter.class",
+        plugin(TopicFilter),
+        TOPIC_FILTER_CLASS_DEFAULT,
+        "TopicFilter to use: selects the topics to replicate.",
+    )
+    group_filter_class: str = flow_setting(
+        "group.filter.class",
+        plugin(GroupFilter),
+        GROUP_FILTER_CLASS_DEFAULT,
+        "GroupFilter to use: selects the consumer groups to replicate.",
+    )
+    config_property_filter_class: str = flow_setting(
+        "config.property.filter.class",
+        plugin(ConfigPropertyFilter),
+        CONFIG_PROPERTY_FILTER_CLASS_DEFAULT,
+        "ConfigPropertyFilter to use: selects the topic config properties to replicate.",
+    )
+    topic_listener_class: str = flow_setting(
+        "topic.listener.class",
+        plugin(TopicListener),
+        TOPIC_LISTENER_CLASS_DEFAULT,
+        "TopicListener told the replicated topics whenever they change.",
+        kip="KIP-918",
+    )
+    group_listener_class: str = flow_setting(
+        "group.listener.class",
+        plugin(GroupListener),
+        GROUP_LISTENER_CLASS_DEFAULT,
+        "GroupListener told the checkpointed consumer groups whenever they change.",
+        kip="KIP-918",
+    )
+    consumer_poll_timeout_ms: int = flow_setting(
+        "consumer.poll.timeout.ms", INTERVAL, "1000", "Timeout when polling the source cluster."
+    )
+    admin_timeout_ms: int = flow_setting(
+        "admin.timeout.ms",
+        INTERVAL,
+        "60000",
+        "Timeout for administrative tasks, e.g. detecting new topics.",
+    )
+    # Ours. A blank integer means its default, as the sensors have always read them.
+    mm2assets_driver_interval_seconds: int = flow_setting(
+        "mm2assets.driver.interval.seconds",
+        INTERVAL,
+        "30",
+        "How often the replication driver sensor ticks (seconds).",
+        blank_is_default=True,
+    )
+    mm2assets_checks_interval_seconds: int = flow_setting(
+        "mm2assets.checks.interval.seconds",
+        INTERVAL,
+        "60",
+        "How often the replication driver evaluates the flow's health checks (seconds).",
+        blank_is_default=True,
+    )
+    mm2assets_lag_max_records: int = flow_setting(
+        "mm2assets.lag.max.records",
+        at_least(0),
+        "10000",
+        "The `replication_lag` check fails when a topic is more records behind than this.",
+        blank_is_default=True,
+    )
+    mm2assets_lag_max_seconds: int = flow_setting(
+        "mm2assets.lag.max.seconds",
+        at_least(1),
+        "600",
+        "The `replication_lag` check fails when a topic is more seconds behind than this.",
+        blank_is_default=True,
+    )
+    mm2assets_alert_sink_class: str = flow_setting(
+        "mm2assets.alert.sink.class",
+        STRING,
+        "",
+        "AlertSink class (dotted Python path) receiving the flow's alerts; checked when the "
+        "Dagster definitions load.",
+    )
+    mm2assets_alert_webhook_url: str = flow_setting(
+        "mm2assets.alert.webhook.url",
+        URL,
+        "",
+        "Without a sink class: POST each alert as JSON to this URL (empty: log alerts).",
+    )
+    mm2assets_alert_webhook_timeout_seconds: float = flow_setting(
+        "mm2assets.alert.webhook.timeout.seconds",
+        POSITIVE_NUMBER,
+        "10",
+        "Timeout of one webhook POST (seconds).",
+    )
+
+
+# The typed fields' settings, in field order; every key (`enabled` first), for the reference.
+FIELD_SETTINGS: tuple[Setting, ...] = declared_settings(FlowSettings)
+SETTINGS: tuple[Setting, ...] = (FLOW_ENABLED, *FIELD_SETTINGS)
+
+# MM2's flow settings and their defaults, as MM2 writes them (our `mm2assets.*` keys left out).
+FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping({s.key: s.default for s in SETTINGS if not s.ours})
+
+
+def reference() -> str:
+    """The configuration reference of every key as Markdown (README's last section)."""
+    return reference_markdown(SETTINGS)
