@@ -33,7 +33,6 @@ from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
-from mm2_assets.defs.intervals import checks_interval_seconds, driver_interval_seconds
 from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
     WORK_REPLICATE,
@@ -62,8 +61,8 @@ def replication_driver_sensor(
     `checks` turns the in-tick health check evaluation on (the checks must be defined, see
     `mm2_assets.defs.checks.checks.flow_health_checks`).
     """
-    tick = driver_interval_seconds(flow)
-    checks_every = max(checks_interval_seconds(flow), tick)
+    tick = flow.mm2assets_driver_interval_seconds
+    checks_every = max(flow.mm2assets_checks_interval_seconds, tick)
     targets = [
         k
         for k in (replicated_topics, topic_configs, checkpoints, synced_group_offsets, heartbeats)

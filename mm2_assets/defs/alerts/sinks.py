@@ -179,15 +179,15 @@ def alert_properties(flow: FlowConfig) -> dict[str, str]:
 
 def load_alert_sink(flow: FlowConfig) -> AlertSink:
     """A new, configured sink for `flow` (see the module docstring for the choice)."""
-    props = alert_properties(flow)
-    class_path = props.get(SINK_CLASS_CONFIG, "").strip()
+    class_path = flow.mm2assets_alert_sink_class.strip()
     if class_path:
-        return plugins.instantiate(SINK_CLASS_CONFIG, class_path, AlertSink, props)
-    sink: AlertSink = (
-        WebhookAlertSink() if props.get(WEBHOOK_URL_CONFIG, "").strip() else LogAlertSink()
-    )
-    sink.configure(props)
-    return sink
+        return plugins.instantiate(SINK_CLASS_CONFIG, class_path, AlertSink, alert_properties(flow))
+    if flow.mm2assets_alert_webhook_url.strip():
+        return WebhookAlertSink(
+            flow.mm2assets_alert_webhook_url.strip(),
+            timeout=flow.mm2assets_alert_webhook_timeout_seconds,
+        )
+    return LogAlertSink()
 
 
 def validate_alert_config(flow: FlowConfig) -> None:

@@ -22,7 +22,7 @@ from mm2_assets.defs.listeners import ListenerSpec, Reaction, listener_sensor
 from mm2_assets.defs.run_requests import WORK_CONTROL, run_tags
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import GroupSetChange, load_group_listener, notify_listener
+from mm2_assets.mm2.listeners import GroupSetChange, notify_listener
 
 
 def current_groups(flow: FlowConfig) -> list[str]:
@@ -33,7 +33,7 @@ def current_groups(flow: FlowConfig) -> list[str]:
 def notify_group_listener(flow: FlowConfig, groups: list[str]) -> str | None:
     """Load, configure, notify and close the flow's GroupListener; the error text, or None."""
     return notify_listener(
-        lambda: load_group_listener(flow),
+        flow.group_listener,
         lambda listener: listener.groups_changed(list(groups)),
         flow.group_listener_class,
     )

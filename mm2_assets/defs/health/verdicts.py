@@ -34,17 +34,12 @@ from typing import Any
 import dagster as dg
 
 from mm2_assets.defs.history import last_materialized
-from mm2_assets.defs.intervals import checkpoint_interval_seconds, flow_int_property
+from mm2_assets.defs.intervals import checkpoint_interval_seconds
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.replication_state import LagSnapshot, oldest_unreplicated_timestamps
 from mm2_assets.mm2.config import FlowConfig
-
-LAG_MAX_RECORDS_CONFIG = "mm2assets.lag.max.records"
-LAG_MAX_RECORDS_DEFAULT = 10_000
-LAG_MAX_SECONDS_CONFIG = "mm2assets.lag.max.seconds"
-LAG_MAX_SECONDS_DEFAULT = 600
 
 CHECK_LAG = "replication_lag"
 CHECK_TARGET_TOPICS = "target_topics_present"
@@ -88,11 +83,9 @@ class CheckOutcome:
 
 
 def lag_thresholds(flow: FlowConfig) -> tuple[int, int]:
-    """(max records, max seconds) behind per topic before `replication_lag` fails."""
-    return (
-        flow_int_property(flow, LAG_MAX_RECORDS_CONFIG, LAG_MAX_RECORDS_DEFAULT, minimum=0),
-        flow_int_property(flow, LAG_MAX_SECONDS_CONFIG, LAG_MAX_SECONDS_DEFAULT),
-    )
+    """(max records, max seconds) behind per topic before `replication_lag` fails
+    (`mm2assets.lag.max.records`, `mm2assets.lag.max.seconds`)."""
+    return flow.mm2assets_lag_max_records, flow.mm2assets_lag_max_seconds
 
 
 def evaluate_replication_lag(

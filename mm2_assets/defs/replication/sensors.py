@@ -28,7 +28,7 @@ from mm2_assets.defs.listeners import ListenerSpec, Reaction, listener_sensor
 from mm2_assets.defs.run_requests import WORK_REPLICATE, partition_range_request, run_tags
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import TopicSetChange, load_topic_listener, notify_listener
+from mm2_assets.mm2.listeners import TopicSetChange, notify_listener
 
 
 def current_topic_map(flow: FlowConfig) -> dict[str, str]:
@@ -40,7 +40,7 @@ def current_topic_map(flow: FlowConfig) -> dict[str, str]:
 def notify_topic_listener(flow: FlowConfig, topics: dict[str, str]) -> str | None:
     """Load, configure, notify and close the flow's TopicListener; the error text, or None."""
     return notify_listener(
-        lambda: load_topic_listener(flow),
+        flow.topic_listener,
         lambda listener: listener.topics_changed(dict(topics)),
         flow.topic_listener_class,
     )
