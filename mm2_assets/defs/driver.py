@@ -37,6 +37,7 @@ from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
     WORK_REPLICATE,
     WORK_TOPIC_CONFIGS,
+    control_request,
     partition_range_request,
     run_tags,
     work_in_flight,
@@ -153,13 +154,7 @@ def replication_driver_sensor(
         if due_control and work_in_flight(instance, flow, WORK_CONTROL):
             notes.append("interval work due; the previous control run is in flight")
         elif due_control:
-            run_requests.append(
-                dg.RunRequest(
-                    asset_selection=[k for _, k in due_control],
-                    asset_check_keys=[],
-                    tags=run_tags(flow, WORK_CONTROL, "interval"),
-                )
-            )
+            run_requests.append(control_request(flow, [k for _, k in due_control], "interval"))
             for name, _ in due_control:
                 last[name] = now
         if (

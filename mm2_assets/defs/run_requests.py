@@ -1,5 +1,8 @@
-"""How our sensors request runs: run tags, the "is this work already running" check and
-partition-range run requests over a flow's topic partitions."""
+"""Every run our sensors request is built here: run tags, the "is this work already running"
+check, partition-range requests over a flow's topic partitions and the small control runs.
+
+The replication driver decides what is due; the KIP-918 listeners request runs for topics and
+groups that just appeared."""
 
 # No `from __future__ import annotations`: modules here define Dagster sensors.
 
@@ -79,4 +82,14 @@ def partition_range_request(
         asset_selection=list(asset_selection),
         asset_check_keys=[],
         tags={**tags, PARTITION_RANGE_START_TAG: first, PARTITION_RANGE_END_TAG: last},
+    )
+
+
+def control_request(flow: FlowConfig, assets: Sequence[dg.AssetKey], trigger: str) -> dg.RunRequest:
+    """One small run of unpartitioned control-plane assets (heartbeats, checkpoints, KIP-545
+    offset sync), tagged as `control` work of `flow`."""
+    return dg.RunRequest(
+        asset_selection=list(assets),
+        asset_check_keys=[],
+        tags=run_tags(flow, WORK_CONTROL, trigger),
     )

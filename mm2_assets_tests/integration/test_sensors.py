@@ -565,6 +565,26 @@ def test_driver_replicates_only_topics_with_new_data_and_checks_lag(
     assert f"primary.{busy}" in checks[CHECK_TARGET_TOPICS].description
 
 
+def test_records_deleted_before_the_first_copy_are_no_work(
+    primary, write_mm2_config, instance, webhook
+) -> None:
+    # The planner and the driver share one partition state: a partition never copied starts
+    # at its log start, so records deleted before the first copy do not look like lag (they
+    # used to, and the driver requested a run on every tick).
+    prefix = unique("gone")
+    config = flow_config(write_mm2_config, prefix, unique("rec"), webhook)
+    flow = Flow(config, instance)
+    topic = f"{prefix}-emptied"
+    create_topic(primary, topic)
+    produce(primary, topic, values(topic, 10))
+    admin = AdminClient({"bootstrap.servers": primary})
+    for future in admin.delete_records([TopicPartition(topic, 0, 10)]).values():
+        future.result(timeout=30)
+    flow.tick("topic_listener")
+    data = flow.tick("replication_driver")
+    assert not [r for r in data.run_requests if r.tags[WORK_TAG] == "replicate"]
+
+
 def test_a_tick_with_nothing_to_do_requests_nothing(
     primary, write_mm2_config, instance, webhook
 ) -> None:

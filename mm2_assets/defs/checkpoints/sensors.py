@@ -19,7 +19,7 @@ Cursor: `{"groups": [...], "notify_pending": bool}`.
 import dagster as dg
 
 from mm2_assets.defs.listeners import ListenerSpec, Reaction, listener_sensor
-from mm2_assets.defs.run_requests import WORK_CONTROL, run_tags
+from mm2_assets.defs.run_requests import control_request
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import GroupSetChange, notify_listener
@@ -57,13 +57,7 @@ def group_listener_sensor(
     ) -> Reaction:
         reaction = Reaction(changed=tuple(sorted({*change.added, *change.removed})))
         if change.added and selection:
-            reaction.run_requests.append(
-                dg.RunRequest(
-                    asset_selection=selection,
-                    asset_check_keys=[],
-                    tags=run_tags(flow, WORK_CONTROL, "new-groups"),
-                )
-            )
+            reaction.run_requests.append(control_request(flow, selection, "new-groups"))
         if checkpoints is not None and change:
             reaction.observation = (
                 checkpoints,
