@@ -76,9 +76,9 @@ def _config_path(args: argparse.Namespace) -> Path:
 
 def _demo_seed(args: argparse.Namespace) -> int:
     from mm2_assets.demo import seed
-    from mm2_assets.mm2.config import load_mm2_config
+    from mm2_assets.kafka.clients import load_checked_config
 
-    flow = load_mm2_config(_config_path(args)).flows[0]
+    flow = load_checked_config(_config_path(args)).flows[0]
     for topic, count in seed(flow, args.records).items():
         print(f"{flow.source.alias}: {topic} +{count} records")
     return 0

@@ -1,7 +1,8 @@
 """The Dagster code location: `Definitions` built from the MM2 configuration.
 
 The configuration file is `$MM2_CONFIG`, or the packaged demo config (two local clusters)
-when unset. Loading only parses the file: no cluster needs to be reachable.
+when unset. Loading parses the file and checks every client setting translates for librdkafka
+(`kafka.clients.load_checked_config`): no cluster needs to be reachable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from mm2_assets.defs.replication.assets import replicated_topics_asset, source_t
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.topic_configs.assets import topic_configs_asset
-from mm2_assets.mm2.config import MM2Config, default_config_path, load_mm2_config
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.config import MM2Config, default_config_path
 
 
 def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:
@@ -61,4 +63,4 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
     )
 
 
-defs = build_definitions(load_mm2_config(default_config_path()))
+defs = build_definitions(load_checked_config(default_config_path()))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import FlowConfig
 
 DEMO_TOPICS: Mapping[str, tuple[int, dict[str, str]]] = {
@@ -26,7 +27,7 @@ DEMO_GROUP = "billing"
 def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
     """Create the demo topics on the flow's source (if missing), add records, and leave group
     `billing` committed half-way through `orders`. Returns records produced per topic."""
-    admin = AdminClient(flow.client_config("source", "admin"))
+    admin = AdminClient(client_config(flow, "source", "admin"))
     existing = admin.list_topics(timeout=30).topics
     new = [
         NewTopic(name, partitions, 1, config=config)
@@ -39,7 +40,7 @@ def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise RuntimeError(f"cannot create demo topic '{name}': {exc}") from exc
-    producer = Producer({**flow.client_config("source", "producer"), "linger.ms": 20})
+    producer = Producer({**client_config(flow, "source", "producer"), "linger.ms": 20})
     now = int(time.time() * 1000)
     for name, (partitions, _) in DEMO_TOPICS.items():
         for i in range(records_per_topic):
@@ -61,7 +62,7 @@ def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
 
 def _commit_half(flow: FlowConfig, topic: str, partitions: int) -> None:
     """Commit group `billing` at half of each partition's end, as a consumer that stopped."""
-    consumer = Consumer({**flow.client_config("source", "consumer"), "group.id": DEMO_GROUP})
+    consumer = Consumer({**client_config(flow, "source", "consumer"), "group.id": DEMO_GROUP})
     try:
         offsets = []
         for p in range(partitions):

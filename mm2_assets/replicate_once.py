@@ -18,7 +18,8 @@ import dagster as dg
 
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
-from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig, load_mm2_config
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 
 
 def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]:
@@ -51,7 +52,7 @@ def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
 
 def replicate(config_path: Path) -> None:
     """One pass over every enabled flow of the config at `config_path`."""
-    config = load_mm2_config(config_path)
+    config = load_checked_config(config_path)
     instance = dg.DagsterInstance.get()
     for flow in config.flows:
         topics = register_topics(flow, instance)

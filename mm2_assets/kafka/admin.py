@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
-from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.kafka.clients import client_config
+from mm2_assets.mm2.config import FlowConfig, Side
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -34,9 +34,9 @@ def admin_client(config: Mapping[str, str]) -> AdminClient:
     return AdminClient(dict(config))
 
 
-def flow_admin(flow: FlowConfig, side: Literal["source", "target"]) -> AdminClient:
+def flow_admin(flow: FlowConfig, side: Side) -> AdminClient:
     """An AdminClient on the flow's `side` cluster, with the flow's admin client settings."""
-    return admin_client(flow.client_config(side, "admin"))
+    return admin_client(client_config(flow, side, "admin"))
 
 
 def list_topics(

@@ -14,6 +14,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import COMPACTED, ensure_topic, flow_admin
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, TopicPartition
@@ -79,7 +80,7 @@ def newest_checkpoint_timestamp(flow: FlowConfig, *, timeout: float = 5.0) -> in
     topic = checkpoints_topic(flow)
     consumer = Consumer(
         {
-            **flow.client_config("target", "consumer"),
+            **client_config(flow, "target", "consumer"),
             "group.id": "mm2-assets-checkpoint-probe",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

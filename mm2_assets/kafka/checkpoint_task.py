@@ -29,6 +29,7 @@ from mm2_assets.kafka.checkpoint_store import (
     ensure_checkpoints_topic,
     read_checkpoints,
 )
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
@@ -187,7 +188,7 @@ def emit_checkpoints(
         store = load_offset_sync_store(flow, timeout=max(timeout, READ_TIMEOUT_S))
     run.synced_partitions = len(store.partitions())
     previous = read_checkpoints(
-        flow.client_config("target", "consumer"),
+        client_config(flow, "target", "consumer"),
         topic,
         groups=group_offsets,
         timeout=max(timeout, READ_TIMEOUT_S),
@@ -201,7 +202,7 @@ def emit_checkpoints(
     ]
     if records:
         _produce_all(
-            flow.client_config("target", "producer"),
+            client_config(flow, "target", "producer"),
             topic,
             records,
             partition=CHECKPOINTS_PARTITION,

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic, read_checkpoints
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import (
     ACTIVE_GROUP_ERRORS,
     INACTIVE_STATES,
@@ -137,7 +138,7 @@ def sync_group_offsets(
     if checkpoints is None:
         selected = list(find_checkpoint_groups(flow)) if groups is None else list(groups)
         checkpoints = read_checkpoints(
-            flow.client_config("target", "consumer"),
+            client_config(flow, "target", "consumer"),
             checkpoints_topic(flow),
             groups=selected,
             timeout=max(timeout, READ_TIMEOUT_S),

@@ -31,6 +31,7 @@ from mm2_assets.kafka.admin import (
     flow_admin,
     list_topics,
 )
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
@@ -88,7 +89,7 @@ def emit_heartbeat(
     timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
     heartbeat = Heartbeat(flow.source.alias, flow.target.alias, timestamp)
     producer = Producer(
-        {**flow.client_config("target", "producer"), "enable.idempotence": True, "acks": "all"}
+        {**client_config(flow, "target", "producer"), "enable.idempotence": True, "acks": "all"}
     )
     delivered: list[tuple[object, int]] = []
     producer.produce(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
@@ -61,7 +62,7 @@ def load_offset_sync_store(
     side = "target" if on_target else "source"
     # MM2 reads the syncs with the flow's client settings for that side (offsetSyncsTopic-
     # ConsumerConfig), so per-flow overrides such as `source.consumer.*` apply here too.
-    consumer_config = flow.client_config(side, "consumer")
+    consumer_config = client_config(flow, side, "consumer")
     return OffsetSyncStore(
         read_offset_syncs(consumer_config, topic, timeout=timeout),
         recent_syncs_per_partition=recent_syncs_per_partition,

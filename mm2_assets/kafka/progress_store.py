@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import Progress, progress_key, progress_partition, progress_topic
@@ -56,7 +57,7 @@ def read_progress(
 def read_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
     """The committed progress of every partition `flow` has copied (see `read_progress`)."""
     return read_progress(
-        flow.client_config("target", "consumer"),
+        client_config(flow, "target", "consumer"),
         progress_topic(flow.source.alias),
         flow=flow.name,
         cluster=flow.target.alias,

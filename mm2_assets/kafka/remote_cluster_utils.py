@@ -22,13 +22,14 @@ from pathlib import Path
 
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.checkpoint_store import read_checkpoints
+from mm2_assets.kafka.clients import cluster_client_config, load_checked_config
 from mm2_assets.kafka.heartbeats import (
     heartbeat_topics,
     replication_hops,
     upstream_clusters,
 )
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
-from mm2_assets.mm2.config import MM2Config, load_mm2_config
+from mm2_assets.mm2.config import MM2Config
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.policy import (
     DefaultReplicationPolicy,
@@ -132,7 +133,7 @@ def _format_table(rows: list[tuple[str, int, int]]) -> str:
 
 def _translate_offsets_command(args: argparse.Namespace) -> int:
     try:
-        config = load_mm2_config(Path(args.config))
+        config = load_checked_config(Path(args.config))
         if args.cluster not in config.clusters:
             raise MM2ConfigError(
                 f"unknown cluster {args.cluster!r}; clusters: {sorted(config.clusters)}",
@@ -140,7 +141,7 @@ def _translate_offsets_command(args: argparse.Namespace) -> int:
             )
         policy = policy_for(config, args.source, args.cluster)
         offsets = translate_offsets(
-            config.clusters[args.cluster].consumer_config(),
+            cluster_client_config(config.clusters[args.cluster], "consumer"),
             args.source,
             args.group,
             policy=policy,

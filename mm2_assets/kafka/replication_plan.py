@@ -20,6 +20,7 @@ from mm2_assets.kafka.admin import (
     flow_admin,
     list_topics,
 )
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.copy_task import CopyTaskSpec
 from mm2_assets.kafka.offset_syncs import offset_syncs_location
 from mm2_assets.kafka.replication_state import PartitionState, partition_states
@@ -157,13 +158,13 @@ def plan_replication(
                 remote_topic=plan.remote_topics[topic],
                 partition=partition,
                 end_offset=end,
-                source_consumer=flow.client_config("source", "consumer"),
-                target_producer=flow.client_config("target", "producer"),
-                target_consumer=flow.client_config("target", "consumer"),
+                source_consumer=client_config(flow, "source", "consumer"),
+                target_producer=client_config(flow, "target", "producer"),
+                target_consumer=client_config(flow, "target", "consumer"),
                 progress_topic=progress_topic(flow.source.alias),
                 offset_syncs_topic=syncs_topic,
                 offset_syncs_on_target=syncs_on_target,
-                source_producer=flow.client_config("source", "producer"),
+                source_producer=client_config(flow, "source", "producer"),
                 transactional_id=transactional_id(flow, topic, partition),
                 offset_lag_max=flow.offset_lag_max,
                 batch_records=batch_records,

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.progress_store import read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
 
@@ -122,7 +123,7 @@ def oldest_unreplicated_timestamps(
     if not lagging:
         return {}
     config = {
-        **flow.client_config("source", "consumer"),
+        **client_config(flow, "source", "consumer"),
         "group.id": "mm2-assets-lag-probe",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

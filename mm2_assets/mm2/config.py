@@ -17,8 +17,14 @@ MM2 (`MirrorMakerConfig`, Kafka 4.x) does:
 Where MM2 would silently ignore a mistake we fail instead, with `MM2ConfigError` naming the
 file, the key, the (masked) value and the reason: flows naming unknown clusters or a cluster
 to itself, booleans other than true/false, bad regexes, non-positive intervals, unknown enum
-values, class paths that do not import, unresolvable `${...}` references, keys removed in Kafka
-4.0 (`*.blacklist`) and client settings librdkafka cannot honour (e.g. JKS stores).
+values, class paths that do not import, unresolvable `${...}` references and keys removed in
+Kafka 4.0 (`*.blacklist`).
+
+The model holds the Java client properties (`ClusterConfig.java_client_config`,
+`FlowConfig.java_client_config`). Turning them into librdkafka settings, and failing on client
+settings librdkafka cannot honour (e.g. JKS stores), is the Kafka layer's job:
+`mm2_assets.kafka.clients` (`client_config`, and `load_checked_config`/`check_client_configs`,
+which the entry points use to load a file so such settings still fail at load).
 
 Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
 """
@@ -33,14 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from mm2_assets.mm2.client_properties import (
-    ROLES,
-    ClientPropertyError,
-    ClientTranslation,
-    Role,
-    is_client_config_name,
-    translate,
-)
+from mm2_assets.mm2.client_settings import ROLES, Role, is_client_config_name
 from mm2_assets.mm2.config_providers import (
     CONFIG_PROVIDERS_KEY,
     ConfigProviderError,
@@ -75,6 +74,7 @@ __all__ = [
     "ClusterConfig",
     "FlowConfig",
     "MM2Config",
+    "Side",
     "build_mm2_config",
     "default_config_path",
     "load_mm2_config",
@@ -115,7 +115,8 @@ class ClusterConfig:
     """One cluster alias and its Java client properties as MM2 builds them (`clusterProps`).
 
     `client_properties` holds bare bootstrap/security settings plus `admin.`/`consumer.`/
-    `producer.` prefixed ones; `admin_config()` & co. return librdkafka dicts for confluent-kafka.
+    `producer.` prefixed ones; `java_client_config(role)` gives one role's properties
+    (`mm2_assets.kafka.clients.cluster_client_config` translates them for confluent-kafka).
     """
 
     alias: str
@@ -123,34 +124,14 @@ class ClusterConfig:
     client_properties: Mapping[str, str]
 
     def __post_init__(self) -> None:
-        """Freeze the properties and prepare the per-role translation cache."""
+        """Freeze the properties."""
         object.__setattr__(self, "client_properties", FrozenMapping(self.client_properties))
-        object.__setattr__(self, "_translations", {})
 
     def java_client_config(self, role: Role) -> dict[str, str]:
         """Java properties for a `role` client: bare client settings, `<role>.` ones on top."""
         props = {k: v for k, v in self.client_properties.items() if is_client_config_name(k)}
         props.update(_strip_prefix(self.client_properties, f"{role}."))
         return props
-
-    def translation(self, role: Role) -> ClientTranslation:
-        """The librdkafka translation for `role`, with what was dropped and why (cached)."""
-        cache: dict[Role, ClientTranslation] = self._translations  # type: ignore[attr-defined]
-        if role not in cache:
-            cache[role] = translate(self.java_client_config(role), role)
-        return cache[role]
-
-    def admin_config(self) -> dict[str, str]:
-        """librdkafka configuration for a confluent-kafka AdminClient on this cluster."""
-        return self.translation("admin").as_dict()
-
-    def consumer_config(self) -> dict[str, str]:
-        """librdkafka configuration for a confluent-kafka Consumer on this cluster."""
-        return self.translation("consumer").as_dict()
-
-    def producer_config(self) -> dict[str, str]:
-        """librdkafka configuration for a confluent-kafka Producer on this cluster."""
-        return self.translation("producer").as_dict()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,9 +158,8 @@ class FlowConfig(FlowSettings):
     properties: Mapping[str, str]
 
     def __post_init__(self) -> None:
-        """Freeze the properties and prepare the client translation cache."""
+        """Freeze the properties."""
         object.__setattr__(self, "properties", FrozenMapping(self.properties))
-        object.__setattr__(self, "_translations", {})
 
     def __repr__(self) -> str:
         """Compact and secret-free: the flow, whether it runs, and its explicit properties."""
@@ -227,17 +207,6 @@ class FlowConfig(FlowSettings):
             props["enable.auto.commit"] = "false"
             props.setdefault("auto.offset.reset", "earliest")
         return props
-
-    def client_translation(self, side: Side, role: Role) -> ClientTranslation:
-        """librdkafka translation of `java_client_config(side, role)` (cached)."""
-        cache: dict[tuple[Side, Role], ClientTranslation] = self._translations  # type: ignore[attr-defined]
-        if (side, role) not in cache:
-            cache[(side, role)] = translate(self.java_client_config(side, role), role)
-        return cache[(side, role)]
-
-    def client_config(self, side: Side, role: Role) -> dict[str, str]:
-        """librdkafka configuration of a `role` client on `side` for this flow."""
-        return self.client_translation(side, role).as_dict()
 
     def replication_policy(self) -> ReplicationPolicy:
         """A new replication policy configured from this flow's properties."""
@@ -368,23 +337,7 @@ class _Builder:
                 f"missing: cluster {alias!r} needs {alias}.bootstrap.servers",
                 f"{alias}.bootstrap.servers",
             )
-        cluster = ClusterConfig(alias, servers, props)
-        for role in ROLES:
-            try:
-                cluster.translation(role)
-            except ClientPropertyError as exc:
-                raise self.client_error(
-                    exc,
-                    [f"{alias}.{role}.{exc.key}", f"{alias}.{exc.key}", exc.key],
-                    f"cluster {alias!r} {role} client",
-                ) from exc
-        return cluster
-
-    def client_error(
-        self, exc: ClientPropertyError, candidates: Iterable[str], what: str
-    ) -> MM2ConfigError:
-        origin = next((k for k in candidates if k in self.props), exc.key)
-        return self.error(f"{what}: {exc.reason}", origin, exc.value)
+        return ClusterConfig(alias, servers, props)
 
     def check_flow_keys(self, aliases: list[str]) -> None:
         """Every `x->y.` key must name two different declared clusters."""
@@ -499,22 +452,6 @@ class _Builder:
             close = getattr(plugin, "close", None)
             if callable(close):
                 close()
-        for side in ("source", "target"):
-            cluster = flow.cluster(side)
-            for role in ROLES:
-                try:
-                    flow.client_translation(side, role)
-                except ClientPropertyError as exc:
-                    candidates = [
-                        f"{prefix}{side}.{role}.{exc.key}",
-                        f"{cluster.alias}.{role}.{exc.key}",
-                        f"{prefix}{role}.{exc.key}",
-                        f"{cluster.alias}.{exc.key}",
-                        exc.key,
-                    ]
-                    raise self.client_error(
-                        exc, candidates, f"flow {flow.name} {side} {role} client"
-                    ) from exc
         return flow
 
     def build(self, source_path: Path | None) -> MM2Config:

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.mm2.client_properties import (
+from mm2_assets.kafka.client_properties import (
     PROPERTY_TABLE,
     ClientPropertyError,
     parse_jaas_config,
-    to_librdkafka,
     translate,
 )
 from mm2_assets.mm2.frozen import FrozenMapping
@@ -42,7 +41,7 @@ def sasl_ssl(**extra: str) -> dict[str, str]:
 
 
 def test_scram_over_sasl_ssl() -> None:
-    assert to_librdkafka(sasl_ssl(), "producer") == {
+    assert translate(sasl_ssl(), "producer").as_dict() == {
         "security.protocol": "sasl_ssl",
         "bootstrap.servers": "k1:9093,k2:9093",
         "ssl.ca.location": "/etc/kafka/ca.pem",
@@ -61,14 +60,14 @@ def test_plain_jaas_with_escapes_comments_and_newlines() -> None:
         f'   /* rotated monthly */ password="{escaped}"\n'
         "   ;"
     )
-    config = to_librdkafka(
+    config = translate(
         {
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN",
             "sasl.jaas.config": jaas,
         },
         "admin",
-    )
+    ).as_dict()
     assert config["sasl.username"] == "svc-mm2"
     assert config["sasl.password"] == SECRET
     assert config["sasl.mechanisms"] == "PLAIN"
@@ -126,7 +125,7 @@ def test_sasl_without_jaas_or_with_unknown_mechanism_fails() -> None:
 
 
 def test_oauthbearer_oidc_client_credentials() -> None:
-    config = to_librdkafka(
+    config = translate(
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "OAUTHBEARER",
@@ -140,7 +139,7 @@ def test_oauthbearer_oidc_client_credentials() -> None:
             ),
         },
         "consumer",
-    )
+    ).as_dict()
     assert config == {
         "security.protocol": "sasl_ssl",
         "sasl.mechanisms": "OAUTHBEARER",
@@ -155,10 +154,10 @@ def test_oauthbearer_oidc_client_credentials() -> None:
 
 def test_oauthbearer_unsecured_jwt_and_unsupported_forms() -> None:
     base = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
-    config = to_librdkafka(
+    config = translate(
         {**base, "sasl.jaas.config": f'{OAUTH} required unsecuredLoginStringClaim_sub="admin";'},
         "admin",
-    )
+    ).as_dict()
     assert config["enable.sasl.oauthbearer.unsecure.jwt"] == "true"
     assert config["sasl.oauthbearer.config"] == "principal=admin"
     with pytest.raises(ClientPropertyError, match="OIDC"):
@@ -176,7 +175,7 @@ def test_oauthbearer_unsecured_jwt_and_unsupported_forms() -> None:
 
 
 def test_gssapi_keytab_mapping() -> None:
-    config = to_librdkafka(
+    config = translate(
         {
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.kerberos.service.name": "kafka",
@@ -186,7 +185,7 @@ def test_gssapi_keytab_mapping() -> None:
             ),
         },
         "producer",
-    )
+    ).as_dict()
     assert config["sasl.mechanisms"] == "GSSAPI"  # Java's default mechanism
     assert config["sasl.kerberos.keytab"] == "/etc/security/mm2.keytab"
     assert config["sasl.kerberos.principal"] == "mm2@EXAMPLE.COM"
@@ -234,7 +233,7 @@ def test_pem_truststore_and_pkcs12_keystore() -> None:
 
 
 def test_pem_keystore_file_and_inline_pem() -> None:
-    from_file = to_librdkafka(
+    from_file = translate(
         {
             "security.protocol": "SSL",
             "ssl.keystore.type": "PEM",
@@ -243,12 +242,12 @@ def test_pem_keystore_file_and_inline_pem() -> None:
             "ssl.endpoint.identification.algorithm": "HTTPS",
         },
         "producer",
-    )
+    ).as_dict()
     assert from_file["ssl.key.location"] == "/tls/client.pem"
     assert from_file["ssl.certificate.location"] == "/tls/client.pem"
     assert from_file["ssl.key.password"] == "kp"
     assert from_file["ssl.endpoint.identification.algorithm"] == "https"
-    inline = to_librdkafka(
+    inline = translate(
         {
             "security.protocol": "SSL",
             "ssl.keystore.type": "PEM",
@@ -258,7 +257,7 @@ def test_pem_keystore_file_and_inline_pem() -> None:
             "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----ca",
         },
         "producer",
-    )
+    ).as_dict()
     assert inline["ssl.key.pem"].startswith("-----BEGIN PRIVATE KEY")
     assert inline["ssl.certificate.pem"].startswith("-----BEGIN CERTIFICATE")
     assert inline["ssl.ca.pem"] == "-----BEGIN CERTIFICATE-----ca"
@@ -387,27 +386,27 @@ def test_role_scoping_renames_and_java_only_drops() -> None:
 
 
 def test_offset_reset_and_assignors() -> None:
-    assert to_librdkafka({"auto.offset.reset": "NONE"}, "consumer") == {
+    assert translate({"auto.offset.reset": "NONE"}, "consumer").as_dict() == {
         "auto.offset.reset": "error"
     }
-    assert to_librdkafka({"auto.offset.reset": "latest"}, "consumer") == {
+    assert translate({"auto.offset.reset": "latest"}, "consumer").as_dict() == {
         "auto.offset.reset": "latest"
     }
     with pytest.raises(ClientPropertyError) as info:
-        to_librdkafka({"auto.offset.reset": "by_duration:PT1H"}, "consumer")
+        translate({"auto.offset.reset": "by_duration:PT1H"}, "consumer").as_dict()
     assert (info.value.key, info.value.value) == ("auto.offset.reset", "by_duration:PT1H")
     strategies = (
         "org.apache.kafka.clients.consumer.RangeAssignor, "
         "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
     )
-    assert to_librdkafka({"partition.assignment.strategy": strategies}, "consumer") == {
+    assert translate({"partition.assignment.strategy": strategies}, "consumer").as_dict() == {
         "partition.assignment.strategy": "range,cooperative-sticky"
     }
     with pytest.raises(ClientPropertyError, match="StickyAssignor"):
-        to_librdkafka(
+        translate(
             {"partition.assignment.strategy": "org.apache.kafka.clients.consumer.StickyAssignor"},
             "consumer",
-        )
+        ).as_dict()
 
 
 def test_bad_role() -> None:
@@ -472,9 +471,9 @@ def test_librdkafka_clients_accept_translated_configs() -> None:
         enable_auto_commit="false",
         group_id="mm2-test",
     )
-    producer = confluent_kafka.Producer(to_librdkafka(java, "producer"))
+    producer = confluent_kafka.Producer(translate(java, "producer").as_dict())
     assert producer.flush(0) == 0
-    consumer = confluent_kafka.Consumer(to_librdkafka(java, "consumer"))
+    consumer = confluent_kafka.Consumer(translate(java, "consumer").as_dict())
     consumer.close()
     # Construction is the check: librdkafka rejects unknown names and invalid values here.
-    admin_module.AdminClient(to_librdkafka(java, "admin"))
+    admin_module.AdminClient(translate(java, "admin").as_dict())

@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from mm2_assets.kafka.clients import (
+    check_client_configs,
+    client_config,
+    client_translation,
+    cluster_client_config,
+    load_checked_config,
+)
 from mm2_assets.mm2.config import (
     FlowConfig,
     MM2Config,
@@ -35,6 +42,13 @@ backup.bootstrap.servers = b1:9092
 def config(extra: str = "", environ: Mapping[str, str] | None = None) -> MM2Config:
     """Parse BASE plus `extra`."""
     return parse_mm2_properties(BASE + extra, "test.properties", environ=environ or {})
+
+
+def checked_config(extra: str = "") -> MM2Config:
+    """`config(extra)` plus the Kafka layer's client-settings check the entry points run."""
+    cfg = config(extra)
+    check_client_configs(cfg)
+    return cfg
 
 
 def only_flow(extra: str = "primary->backup.enabled = true\n") -> FlowConfig:
@@ -251,7 +265,7 @@ def test_unknown_keys_are_kept_in_flow_properties() -> None:
 def test_top_level_client_overrides_are_reported_as_ignored() -> None:
     cfg = config("primary->backup.enabled = true\nconsumer.fetch.max.bytes = 1000\n")
     assert "consumer.fetch.max.bytes" in cfg.ignored
-    assert "fetch.max.bytes" not in cfg.flows[0].client_config("source", "consumer")
+    assert "fetch.max.bytes" not in client_config(cfg.flows[0], "source", "consumer")
 
 
 # --- enabled flows -----------------------------------------------------------------------------
@@ -306,19 +320,19 @@ def test_cluster_properties_like_mm2_cluster_props() -> None:
     primary, backup = cfg.clusters["primary"], cfg.clusters["backup"]
     assert primary.bootstrap_servers == "p1:9092"
     # Cluster-specific beats top level; top level fills the rest.
-    assert primary.admin_config()["sasl.username"] == "p"
-    assert primary.admin_config()["sasl.mechanisms"] == "PLAIN"
-    assert primary.admin_config()["ssl.ca.location"] == "/ca.pem"
+    assert cluster_client_config(primary, "admin")["sasl.username"] == "p"
+    assert cluster_client_config(primary, "admin")["sasl.mechanisms"] == "PLAIN"
+    assert cluster_client_config(primary, "admin")["ssl.ca.location"] == "/ca.pem"
     # A role prefix beats the cluster's bare setting for that role only.
-    assert primary.consumer_config()["sasl.mechanisms"] == "SCRAM-SHA-256"
-    assert primary.producer_config()["sasl.mechanisms"] == "PLAIN"
-    assert primary.producer_config()["acks"] == "all"
-    assert "acks" not in primary.consumer_config()
+    assert cluster_client_config(primary, "consumer")["sasl.mechanisms"] == "SCRAM-SHA-256"
+    assert cluster_client_config(primary, "producer")["sasl.mechanisms"] == "PLAIN"
+    assert cluster_client_config(primary, "producer")["acks"] == "all"
+    assert "acks" not in cluster_client_config(primary, "consumer")
     # Bare non-client settings are not client settings (MM2 keeps only bootstrap/ssl/sasl).
-    assert "linger.ms" not in primary.producer_config()
+    assert "linger.ms" not in cluster_client_config(primary, "producer")
     assert primary.client_properties["linger.ms"] == "5"
     # backup overrides the protocol and ignores SASL/SSL defaults accordingly.
-    assert backup.admin_config() == {
+    assert cluster_client_config(backup, "admin") == {
         "security.protocol": "plaintext",
         "bootstrap.servers": "b1:9092",
     }
@@ -342,7 +356,7 @@ def test_flow_client_config_precedence_and_consumer_defaults() -> None:
         "primary->backup.target.producer.linger.ms = 7\n"
         "primary->backup.consumer.poll.timeout.ms = 250\n"
     )
-    consumer = flow.client_config("source", "consumer")
+    consumer = client_config(flow, "source", "consumer")
     assert consumer["fetch.max.bytes"] == "1"  # flow-level role override
     assert consumer["max.partition.fetch.bytes"] == "2"  # cluster-level beats it, as in MM2
     assert consumer["isolation.level"] == "read_committed"  # flow side-level
@@ -351,9 +365,9 @@ def test_flow_client_config_precedence_and_consumer_defaults() -> None:
     assert consumer["bootstrap.servers"] == "p1:9092"
     assert "poll.timeout.ms" not in consumer  # a connector setting, not a client one
     assert flow.consumer_poll_timeout_ms == 250
-    assert flow.client_config("target", "producer")["linger.ms"] == "7"
-    assert flow.client_config("target", "producer")["bootstrap.servers"] == "b1:9092"
-    assert "linger.ms" not in flow.client_config("source", "producer")
+    assert client_config(flow, "target", "producer")["linger.ms"] == "7"
+    assert client_config(flow, "target", "producer")["bootstrap.servers"] == "b1:9092"
+    assert "linger.ms" not in client_config(flow, "source", "producer")
 
 
 def test_consumer_offset_reset_can_be_overridden() -> None:
@@ -361,7 +375,7 @@ def test_consumer_offset_reset_can_be_overridden() -> None:
         "primary->backup.enabled = true\nprimary.consumer.auto.offset.reset = latest\n"
         "primary.consumer.enable.auto.commit = true\n"
     )
-    consumer = flow.client_config("source", "consumer")
+    consumer = client_config(flow, "source", "consumer")
     assert consumer["auto.offset.reset"] == "latest"
     assert consumer["enable.auto.commit"] == "false"  # MM2 always forces this
 
@@ -427,7 +441,7 @@ def test_env_file_and_directory_references_resolve(tmp_path: Path) -> None:
     flow = cfg.flows[0]
     assert flow.target.bootstrap_servers == "backup-from-env:9092"
     assert flow.topics.text == "orders.*"
-    admin = flow.source.admin_config()
+    admin = cluster_client_config(flow.source, "admin")
     assert (admin["sasl.username"], admin["sasl.password"]) == ("from-file", "file-pw")
 
 
@@ -675,12 +689,18 @@ def test_unresolvable_env_reference_names_key_and_reference() -> None:
 
 
 def test_client_translation_errors_name_the_cluster_key() -> None:
+    unchecked = config(
+        "backup.security.protocol = SSL\n"
+        "backup.ssl.truststore.location = /etc/kafka/truststore.jks\n"
+    )
+    assert unchecked.clusters["backup"].java_client_config("admin")["security.protocol"] == "SSL"
     with pytest.raises(MM2ConfigError) as info:
-        config(
+        checked_config(
             "backup.security.protocol = SSL\n"
             "backup.ssl.truststore.location = /etc/kafka/truststore.jks\n"
         )
     error = info.value
+    assert error.source == "test.properties"
     assert error.key == "backup.ssl.truststore.location"
     assert error.value == "/etc/kafka/truststore.jks"
     assert "cluster 'backup'" in error.reason
@@ -690,7 +710,7 @@ def test_client_translation_errors_name_the_cluster_key() -> None:
 
 def test_flow_level_client_errors_name_the_flow_key() -> None:
     with pytest.raises(MM2ConfigError) as info:
-        config(
+        checked_config(
             "primary->backup.enabled = true\n"
             "primary->backup.consumer.auto.offset.reset = by_duration:P1D\n"
         )
@@ -698,6 +718,40 @@ def test_flow_level_client_errors_name_the_flow_key() -> None:
     assert error.key == "primary->backup.consumer.auto.offset.reset"
     assert error.value == "by_duration:P1D"
     assert "flow primary->backup source consumer client" in error.reason
+
+
+def test_load_checked_config_fails_at_load_with_the_file_key_and_masked_value(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        BASE + "primary->backup.enabled = true\n"
+        "primary.security.protocol = SSL\n"
+        "primary.ssl.truststore.type = PEM\n"
+        "primary.ssl.truststore.location = /ca.pem\n"
+        "primary.ssl.keystore.type = JKS\n"
+        "primary.ssl.keystore.location = /k.jks\n"
+        "primary->backup.source.consumer.ssl.keystore.password = ks-S3cret\n",
+        encoding="utf-8",
+    )
+    load_mm2_config(path)  # the pure model does not translate client settings
+    with pytest.raises(MM2ConfigError) as info:
+        load_checked_config(path)
+    error = info.value
+    assert error.source == str(path)
+    assert error.key == "primary.ssl.keystore.type"
+    assert "cluster 'primary' admin client" in error.reason
+    assert "ks-S3cret" not in str(error)
+
+
+def test_client_translations_are_cached_per_flow_side_and_role() -> None:
+    flow = only_flow()
+    first = client_translation(flow, "source", "consumer")
+    assert client_translation(flow, "source", "consumer") is first
+    assert client_translation(flow, "target", "consumer") is not first
+    assert client_translation(flow, "source", "producer").role == "producer"
+    # Cached by value: an equal flow from another load shares the translation.
+    assert client_translation(only_flow(), "source", "consumer") is first
 
 
 def test_asset_key_collision_is_an_error() -> None:
@@ -733,7 +787,7 @@ def test_secrets_never_appear_in_repr_str_or_errors(tmp_path: Path) -> None:
         f"primary->backup.some.token = {SECRET}\n"
     )
     flow = cfg.flows[0]
-    assert flow.source.admin_config()["sasl.password"] == SECRET  # usable...
+    assert cluster_client_config(flow.source, "admin")["sasl.password"] == SECRET  # usable...
     for text in (
         repr(cfg),
         str(cfg),
@@ -742,7 +796,7 @@ def test_secrets_never_appear_in_repr_str_or_errors(tmp_path: Path) -> None:
         repr(flow.source),
         repr(flow.properties),
         repr(cfg.properties),
-        repr(flow.client_translation("source", "consumer")),
+        repr(client_translation(flow, "source", "consumer")),
         repr(cfg.clusters),
     ):
         assert SECRET not in text  # ...but never shown
@@ -750,7 +804,7 @@ def test_secrets_never_appear_in_repr_str_or_errors(tmp_path: Path) -> None:
 
     # A secret value in an error is masked too.
     with pytest.raises(MM2ConfigError) as info:
-        config(
+        checked_config(
             "security.protocol = SASL_SSL\nsasl.mechanism = SCRAM-SHA-512\n"
             "ssl.truststore.type = PEM\nssl.truststore.location = /ca.pem\n"
             f'sasl.jaas.config = org.example.Unknown required password="{SECRET}";\n'
@@ -810,9 +864,9 @@ def test_model_is_immutable() -> None:
     with pytest.raises(TypeError):
         flow.source.client_properties["bootstrap.servers"] = "x"  # type: ignore[index]
     # Returned client dicts are copies: mutating one does not change the model.
-    consumer = flow.client_config("source", "consumer")
+    consumer = client_config(flow, "source", "consumer")
     consumer["bootstrap.servers"] = "elsewhere:1"
-    assert flow.client_config("source", "consumer")["bootstrap.servers"] == "p1:9092"
+    assert client_config(flow, "source", "consumer")["bootstrap.servers"] == "p1:9092"
     # Immutable values: the same file read twice gives equal, equally hashed flows.
     again = config("primary->backup.enabled = true\n").flows[0]
     assert again is not flow
@@ -838,7 +892,7 @@ def test_build_from_mapping_does_not_alias_input() -> None:
 def test_dr_sasl_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fixture's file-provider paths are relative to the working directory, as in Kafka.
     monkeypatch.chdir(REPO_ROOT)
-    cfg = load_mm2_config(
+    cfg = load_checked_config(
         FIXTURES / "dr-sasl.properties", environ={"MM2_PRIMARY_PASSWORD": "env-pw-dc1"}
     )
     assert list(cfg.clusters) == ["primary", "backup"]
@@ -858,7 +912,7 @@ def test_dr_sasl_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert forward.emit_checkpoints_interval_seconds == 30
 
-    primary = cfg.clusters["primary"].admin_config()
+    primary = cluster_client_config(cfg.clusters["primary"], "admin")
     assert primary == {
         "security.protocol": "sasl_ssl",
         "bootstrap.servers": "kafka-1.dc1.example.com:9093,kafka-2.dc1.example.com:9093",
@@ -868,13 +922,13 @@ def test_dr_sasl_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
         "sasl.username": "mm2-dc1",
         "sasl.password": "env-pw-dc1",
     }
-    backup_producer = forward.client_config("target", "producer")
+    backup_producer = client_config(forward, "target", "producer")
     assert backup_producer["sasl.username"] == "mm2-dc2"
     assert backup_producer["sasl.password"] == "dc2-Fi1e-s3cret"
     assert backup_producer["ssl.ca.location"] == "/etc/kafka/tls/dc2-ca.pem"
     assert (backup_producer["acks"], backup_producer["compression.type"]) == ("all", "zstd")
-    assert forward.client_config("source", "consumer")["fetch.max.bytes"] == "104857600"
-    assert "fetch.max.bytes" not in back.client_config("source", "consumer")
+    assert client_config(forward, "source", "consumer")["fetch.max.bytes"] == "104857600"
+    assert "fetch.max.bytes" not in client_config(back, "source", "consumer")
     assert "dc2-Fi1e-s3cret" not in repr(cfg) and "env-pw-dc1" not in repr(cfg)
 
 
@@ -889,7 +943,7 @@ def test_dr_sasl_fixture_without_the_environment_variable_fails(
 
 
 def test_aggregation_fixture() -> None:
-    cfg = load_mm2_config(FIXTURES / "aggregation.properties")
+    cfg = load_checked_config(FIXTURES / "aggregation.properties")
     assert list(cfg.clusters) == ["us-east", "us-west", "aggregate"]
     assert [f.key for f in cfg.flows] == ["us_east_to_aggregate", "us_west_to_aggregate"]
     assert [f.name for f in cfg.heartbeat_flows] == ["us-east->aggregate", "us-west->aggregate"]
@@ -906,7 +960,7 @@ def test_aggregation_fixture() -> None:
         assert flow.sync_group_offsets_enabled
         assert flow.sync_group_offsets_interval_seconds == 10
         assert (flow.tasks_max, flow.replication_factor) == (4, 3)
-        producer = flow.client_config("target", "producer")
+        producer = client_config(flow, "target", "producer")
         assert (producer["linger.ms"], producer["batch.size"]) == ("20", "262144")
         assert producer["bootstrap.servers"] == (
             "kafka-agg-1.example.com:9092,kafka-agg-2.example.com:9092"
@@ -914,7 +968,7 @@ def test_aggregation_fixture() -> None:
 
 
 def test_demo_properties_load() -> None:
-    cfg = load_mm2_config(REPO_ROOT / "mm2_assets" / "demo.properties")
+    cfg = load_checked_config(REPO_ROOT / "mm2_assets" / "demo.properties")
     (flow,) = cfg.flows
     assert flow.name == "primary->backup"
     assert flow.source.bootstrap_servers == "127.0.0.1:19092"

@@ -16,10 +16,12 @@ the one place that knows the mapping:
   reason is recorded in `ClientTranslation.dropped`;
 - `rdkafka.<name>` is our escape hatch: the librdkafka property `<name>` is passed verbatim.
 
-Secret masking (`mm2_assets.mm2.secrets`) and `FrozenMapping` (`mm2_assets.mm2.frozen`) have
-their own modules; this one uses them.
+Which properties are client settings and the client roles are MM2 semantics
+(`mm2_assets.mm2.client_settings`); secret masking (`mm2_assets.mm2.secrets`) and
+`FrozenMapping` (`mm2_assets.mm2.frozen`) have their own modules; this one uses them.
+`mm2_assets.kafka.clients` applies it to a flow's clients.
 
-Pure logic: no confluent-kafka import; the translated dicts are handed to it by callers.
+No confluent-kafka import: the translation is plain data; callers hand the dicts to clients.
 """
 
 from __future__ import annotations
@@ -27,13 +29,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TypeAlias
 
+from mm2_assets.mm2.client_settings import ROLES, Role, is_client_config_name
 from mm2_assets.mm2.frozen import FrozenMapping
 from mm2_assets.mm2.secrets import mask
-
-Role: TypeAlias = Literal["admin", "consumer", "producer"]
-ROLES: tuple[Role, ...] = ("admin", "consumer", "producer")
 
 # Prefix of properties handed to librdkafka verbatim (our extension; MM2 has no equivalent).
 RDKAFKA_PASSTHROUGH_PREFIX = "rdkafka."
@@ -46,8 +46,9 @@ RDKAFKA_PASSTHROUGH_PREFIX = "rdkafka."
 class ClientPropertyError(ValueError):
     """A Java client property cannot be expressed for librdkafka.
 
-    The message names the property, its (masked) value and the reason; `mm2_assets.mm2.config`
-    re-raises it as `MM2ConfigError` with the file and the cluster/flow it came from.
+    The message names the property, its (masked) value and the reason;
+    `mm2_assets.kafka.clients.check_client_configs` re-raises it as `MM2ConfigError` with the
+    file and the cluster/flow it came from.
     """
 
     def __init__(self, key: str, value: str | None, reason: str) -> None:
@@ -638,15 +639,6 @@ def _translate_oauthbearer(
 # ---------------------------------------------------------------------------------------------
 
 
-def is_client_config_name(name: str) -> bool:
-    """Whether `name` is one of MirrorClientConfig's client settings (bootstrap + security).
-
-    These are the bare cluster settings MM2 hands to every client of a cluster; everything else
-    must be set under `admin.`/`consumer.`/`producer.`.
-    """
-    return name in ("bootstrap.servers", "security.protocol") or name.startswith(("ssl.", "sasl."))
-
-
 def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
     """Translate Java client properties for a `role` client into librdkafka configuration.
 
@@ -712,8 +704,3 @@ def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
         else:
             dropped[key] = "no known librdkafka equivalent (use rdkafka.<name> to set one directly)"
     return ClientTranslation(role, FrozenMapping(out), FrozenMapping(dropped))
-
-
-def to_librdkafka(java_props: Mapping[str, str], role: Role) -> dict[str, str]:
-    """Return the librdkafka configuration dict for `java_props` used by a `role` client."""
-    return translate(java_props, role).as_dict()

@@ -1,0 +1,128 @@
+"""The one place a flow's client settings become librdkafka (confluent-kafka) configuration.
+
+The config model (`mm2_assets.mm2.config`) builds the Java client properties MM2 would hand
+each client (`FlowConfig.java_client_config(side, role)`); this module translates them with
+`client_properties.translate`, caches the result, and checks a whole configuration up front
+(`check_client_configs`, `load_checked_config`) so a setting librdkafka cannot honour (a JKS
+trust store, a custom Java callback class) fails when the file is loaded, naming the key as
+written in the file, rather than when the first client is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+
+from mm2_assets.kafka.client_properties import ClientPropertyError, ClientTranslation, translate
+from mm2_assets.mm2.client_settings import ROLES, Role
+from mm2_assets.mm2.config import ClusterConfig, FlowConfig, MM2Config, Side, load_mm2_config
+from mm2_assets.mm2.errors import MM2ConfigError
+
+__all__ = [
+    "check_client_configs",
+    "client_config",
+    "client_translation",
+    "cluster_client_config",
+    "cluster_client_translation",
+    "load_checked_config",
+]
+
+# Translations are cached by value: flows and clusters are frozen and hash by content, so equal
+# ones share an entry and a recycled object id can never return another flow's settings. The
+# bound keeps long-lived processes that reload configs from growing without limit.
+_CACHE_SIZE = 512
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def client_translation(flow: FlowConfig, side: Side, role: Role) -> ClientTranslation:
+    """librdkafka translation of `flow.java_client_config(side, role)`, with what was dropped.
+
+    Raises `ClientPropertyError` for settings librdkafka cannot honour; configs loaded through
+    `load_checked_config` have been checked already.
+    """
+    return translate(flow.java_client_config(side, role), role)
+
+
+def client_config(flow: FlowConfig, side: Side, role: Role) -> dict[str, str]:
+    """librdkafka configuration of a `role` client on the flow's `side` cluster (a fresh copy)."""
+    return client_translation(flow, side, role).as_dict()
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def cluster_client_translation(cluster: ClusterConfig, role: Role) -> ClientTranslation:
+    """librdkafka translation of `cluster.java_client_config(role)` (no flow overrides)."""
+    return translate(cluster.java_client_config(role), role)
+
+
+def cluster_client_config(cluster: ClusterConfig, role: Role) -> dict[str, str]:
+    """librdkafka configuration of a `role` client on `cluster` (a fresh copy)."""
+    return cluster_client_translation(cluster, role).as_dict()
+
+
+def _config_error(
+    config: MM2Config, exc: ClientPropertyError, candidates: Iterable[str], what: str
+) -> MM2ConfigError:
+    # Name the key as written in the file: the most specific candidate that is set there.
+    origin = next((k for k in candidates if k in config.properties), exc.key)
+    return MM2ConfigError(
+        f"{what}: {exc.reason}", source=config.source_name, key=origin, value=exc.value
+    )
+
+
+def _flows(config: MM2Config) -> list[FlowConfig]:
+    # Enabled flows and heartbeat-only pairs, each once, in the file's pair order.
+    aliases = list(config.clusters)
+    flows = {flow.name: flow for flow in (*config.flows, *config.heartbeat_flows)}
+    return sorted(
+        flows.values(),
+        key=lambda f: (aliases.index(f.source_alias), aliases.index(f.target_alias)),
+    )
+
+
+def check_client_configs(config: MM2Config) -> None:
+    """Translate every cluster's and flow's client configuration once; raise `MM2ConfigError`
+    for the first setting librdkafka cannot honour.
+
+    The error names the file, the key as written there (e.g. `backup.ssl.truststore.location`
+    or `primary->backup.consumer.auto.offset.reset`), its masked value, and the cluster or flow
+    client it broke.
+    """
+    for alias, cluster in config.clusters.items():
+        for role in ROLES:
+            try:
+                cluster_client_translation(cluster, role)
+            except ClientPropertyError as exc:
+                raise _config_error(
+                    config,
+                    exc,
+                    [f"{alias}.{role}.{exc.key}", f"{alias}.{exc.key}", exc.key],
+                    f"cluster {alias!r} {role} client",
+                ) from exc
+    for flow in _flows(config):
+        prefix = f"{flow.name}."
+        sides: tuple[Side, ...] = ("source", "target")
+        for side in sides:
+            alias = flow.cluster(side).alias
+            for role in ROLES:
+                try:
+                    client_translation(flow, side, role)
+                except ClientPropertyError as exc:
+                    candidates = [
+                        f"{prefix}{side}.{role}.{exc.key}",
+                        f"{alias}.{role}.{exc.key}",
+                        f"{prefix}{role}.{exc.key}",
+                        f"{alias}.{exc.key}",
+                        exc.key,
+                    ]
+                    raise _config_error(
+                        config, exc, candidates, f"flow {flow.name} {side} {role} client"
+                    ) from exc
+
+
+def load_checked_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> MM2Config:
+    """`load_mm2_config(path)` plus `check_client_configs`: how entry points load a file, so a
+    client setting librdkafka cannot honour fails at load, not at the first client."""
+    config = load_mm2_config(path, environ=environ)
+    check_client_configs(config)
+    return config
