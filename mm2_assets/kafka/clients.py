@@ -14,10 +14,19 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from mm2_assets.kafka.client_properties import ClientPropertyError, ClientTranslation, translate
-from mm2_assets.mm2.client_settings import ROLES, Role
+from mm2_assets.kafka.client_properties import (
+    PROPERTY_TABLE,
+    RDKAFKA_PASSTHROUGH_PREFIX,
+    ClientPropertyError,
+    ClientTranslation,
+    DropRule,
+    RenameRule,
+)
+from mm2_assets.kafka.client_security import SECURITY_PROTOCOLS, translate_sasl, translate_ssl
+from mm2_assets.mm2.client_settings import ROLES, Role, is_client_config_name
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig, MM2Config, Side, load_mm2_config
 from mm2_assets.mm2.errors import MM2ConfigError
+from mm2_assets.mm2.frozen import FrozenMapping
 
 __all__ = [
     "check_client_configs",
@@ -126,3 +135,70 @@ def load_checked_config(path: str | Path, *, environ: Mapping[str, str] | None =
     config = load_mm2_config(path, environ=environ)
     check_client_configs(config)
     return config
+
+
+def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
+    """Translate Java client properties for a `role` client into librdkafka configuration.
+
+    Raises ClientPropertyError (naming the Java key) for settings librdkafka cannot honour
+    without changing security semantics: JKS/PKCS#12 truststores, JKS keystores, custom Java
+    SASL/SSL classes, unsupported SASL mechanisms or malformed JAAS lines.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    props = {key.strip(): value.strip() for key, value in java_props.items()}
+    out: dict[str, str] = {}
+    dropped: dict[str, str] = {}
+
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ClientPropertyError(
+            "security.protocol",
+            props["security.protocol"],
+            f"expected one of {', '.join(SECURITY_PROTOCOLS)}",
+        )
+    if "security.protocol" in props:
+        out["security.protocol"] = protocol.lower()
+    if "bootstrap.servers" in props:
+        # Java accepts "a:1, b:2"; librdkafka wants a plain comma list.
+        servers = [server.strip() for server in props["bootstrap.servers"].split(",")]
+        out["bootstrap.servers"] = ",".join(server for server in servers if server)
+
+    # As in Java, SSL settings only matter for SSL protocols and SASL settings only for SASL
+    # ones: a PLAINTEXT cluster inheriting top-level ssl.* defaults must not fail on them.
+    if protocol in ("SSL", "SASL_SSL"):
+        translate_ssl(props, out, dropped)
+    else:
+        dropped.update(
+            {k: f"ignored with security.protocol={protocol}" for k in props if k.startswith("ssl.")}
+        )
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        translate_sasl(props, out, dropped)
+    else:
+        dropped.update(
+            {
+                k: f"ignored with security.protocol={protocol}"
+                for k in props
+                if k.startswith("sasl.")
+            }
+        )
+
+    for key, value in props.items():
+        if is_client_config_name(key):  # translated above
+            continue
+        if key.startswith(RDKAFKA_PASSTHROUGH_PREFIX):
+            out[key.removeprefix(RDKAFKA_PASSTHROUGH_PREFIX)] = value
+            continue
+        rule = PROPERTY_TABLE.get(key)
+        if isinstance(rule, DropRule):
+            dropped[key] = rule.reason
+        elif isinstance(rule, RenameRule):
+            if role not in rule.roles:
+                dropped[key] = f"not used by a {role} client"
+                continue
+            out[rule.target] = rule.convert(key, value) if rule.convert else value
+        elif key.endswith(".class") or key.endswith(".classes"):
+            dropped[key] = "Java class; librdkafka cannot load it"
+        else:
+            dropped[key] = "no known librdkafka equivalent (use rdkafka.<name> to set one directly)"
+    return ClientTranslation(role, FrozenMapping(out), FrozenMapping(dropped))
