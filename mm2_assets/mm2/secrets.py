@@ -19,6 +19,8 @@ _SECRET_WORDS = ("password", "secret", "jaas.config", "token", "credential", "us
 # Locations, URLs and types name *where* a secret lives, not the secret itself; keeping them
 # readable makes errors about them actionable.
 _NOT_SECRET_SUFFIXES = (".location", ".url", ".type", ".path")
+# Webhook URLs carry their token in the URL itself (Slack-style incoming webhooks).
+_SECRET_SUFFIXES = ("webhook.url",)
 # Inline PEM private keys: Java `ssl.keystore.key`, librdkafka `ssl.key.pem` / `ssl_key`.
 _PRIVATE_KEY = re.compile(r"(?:^|[._])ssl[._](?:keystore[._])?key(?:[._]pem)?$")
 # A value that is only a config-provider reference (`${file:/x:pw}`) reveals no secret.
@@ -31,12 +33,13 @@ def is_secret_key(key: str) -> bool:
     The rule, written once for the whole project: a key is secret when it names an inline
     private key (`ssl.keystore.key`, `ssl.key.pem`), or contains one of `password`, `secret`,
     `jaas.config`, `token`, `credential`, `user.info` -- unless it ends in `.location`, `.url`,
-    `.type` or `.path` (those point at a secret; they are not one). Works for Java names, MM2
+    `.type` or `.path` (those point at a secret; they are not one), and webhook URLs (their
+    token is part of the URL, e.g. `mm2assets.alert.webhook.url`). Works for Java names, MM2
     prefixed names (`primary.consumer.sasl.jaas.config`) and librdkafka names
     (`sasl.password`, `sasl.oauthbearer.client.secret`).
     """
     lowered = key.lower()
-    if _PRIVATE_KEY.search(lowered):
+    if _PRIVATE_KEY.search(lowered) or lowered.endswith(_SECRET_SUFFIXES):
         return True
     if lowered.endswith(_NOT_SECRET_SUFFIXES):
         return False
