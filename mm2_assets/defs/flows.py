@@ -81,8 +81,8 @@ def flow_automation(
     synced_key = _key(synced_group_offsets)
     heartbeats_key = _key(heartbeats)
 
-    # Validate settings now; the driver and check intervals are parsed (and so validated) by
-    # replication_driver_sensor, which every flow gets below.
+    # The alert sink class is a Dagster-layer plugin: load it now so a bad one fails with the
+    # definitions (every other setting was validated when the configuration loaded).
     validate_alert_config(flow)
 
     sensors: list[dg.SensorDefinition] = []

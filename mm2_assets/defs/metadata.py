@@ -8,6 +8,13 @@ from typing import Any
 import dagster as dg
 
 
+def disabled_result(key: str) -> dg.MaterializeResult:
+    """The materialization of an asset whose MM2 switch `key` is off: nothing done."""
+    return dg.MaterializeResult(
+        metadata={"enabled": False, "status": f"{key} = false: nothing done"}
+    )
+
+
 def table_metadata(
     columns: Mapping[str, str], rows: Sequence[Mapping[str, Any]]
 ) -> dg.TableMetadataValue:

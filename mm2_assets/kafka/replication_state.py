@@ -34,8 +34,6 @@ class PartitionState:
     next_offset: int
     """Committed progress, or the log start of a partition never copied."""
     end_offset: int
-    committed: bool = True
-    """Whether `next_offset` is committed progress (False: the partition was never copied)."""
 
     @property
     def lag(self) -> int:
@@ -59,7 +57,7 @@ def partition_states(
     for key in keys:
         done = progress.get(key)
         next_offset = done.next_offset if done else starts[key]
-        states.append(PartitionState(*key, next_offset, ends[key], committed=done is not None))
+        states.append(PartitionState(*key, next_offset, ends[key]))
     return states
 
 
@@ -83,11 +81,6 @@ class LagSnapshot:
     def lagging_topics(self) -> list[str]:
         """Topics with at least one partition behind, sorted."""
         return sorted({s.topic for s in self.states if s.lag > 0})
-
-    @property
-    def copied_topics(self) -> set[str]:
-        """Topics with committed progress in at least one partition (replicated at least once)."""
-        return {s.topic for s in self.states if s.committed}
 
 
 def measure_lag(flow: FlowConfig) -> LagSnapshot:

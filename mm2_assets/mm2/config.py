@@ -300,7 +300,7 @@ class _Builder:
         try:
             return setting.parse(value, key)
         except SettingValueError as exc:
-            raise self.error(exc.reason, key, value if exc.show_value else None) from exc
+            raise self.error(exc.reason, key, value) from exc
 
     # -- structure ----------------------------------------------------------------------------
 

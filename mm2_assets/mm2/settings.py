@@ -56,15 +56,12 @@ _METADATA_KEY = "mm2_assets.setting"
 
 
 class SettingValueError(ValueError):
-    """A setting's value is invalid. `reason` says why; callers add the file and the key.
+    """A setting's value is invalid. `reason` says why; callers add the file and the key (and
+    the value, masked when the key names a secret: `secrets.is_secret_key`)."""
 
-    `show_value` is False when the value must not be echoed (a webhook URL may carry a token).
-    """
-
-    def __init__(self, reason: str, *, show_value: bool = True) -> None:
-        """Record `reason` and whether the value may be shown with it."""
+    def __init__(self, reason: str) -> None:
+        """Record `reason`."""
         self.reason = reason
-        self.show_value = show_value
         super().__init__(reason)
 
 
@@ -237,9 +234,9 @@ class _Url(Kind):
         url = value.strip()
         if url:
             parts = urlsplit(url)
-            # Never echo the URL: webhook URLs often embed a token.
+            # The URL itself is never echoed: webhook URL keys are secrets (`is_secret_key`).
             if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise SettingValueError("expected an http(s) URL", show_value=False)
+                raise SettingValueError("expected an http(s) URL")
         return url
 
     def describe(self) -> str:

@@ -151,7 +151,7 @@ def test_a_bad_webhook_url_is_not_echoed() -> None:
     with pytest.raises(MM2ConfigError) as info:
         flow("mm2assets.alert.webhook.url = ftp://user:T0KEN@alerts.example/hook\n")
     assert "T0KEN" not in str(info.value)
-    assert info.value.value is None
+    assert info.value.value == "[hidden]"  # masked like every secret value
 
 
 def test_setting_errors_carry_the_reason_only() -> None:

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from mm2_assets.defs.intervals import disabled_result
-from mm2_assets.defs.metadata import table_metadata
+from mm2_assets.defs.metadata import disabled_result, table_metadata
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets

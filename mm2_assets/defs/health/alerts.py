@@ -6,6 +6,8 @@ so a lagging flow pages once per incident, not on every evaluation.
 
 from collections.abc import Mapping, Sequence
 
+import dagster as dg
+
 from mm2_assets.defs.alerts.sinks import Alert
 from mm2_assets.defs.health.verdicts import CheckOutcome
 from mm2_assets.mm2.config import FlowConfig
@@ -38,7 +40,9 @@ def check_transition_alerts(
                 Alert(
                     flow=flow.name,
                     kind="check_failed",
-                    severity="error" if outcome.severity.value == "ERROR" else "warning",
+                    severity="error"
+                    if outcome.severity == dg.AssetCheckSeverity.ERROR
+                    else "warning",
                     message=outcome.description or f"flow {flow.name}: check {name} failed",
                     topics=tuple(subjects),
                     details={"check": name, "subjects": subjects},

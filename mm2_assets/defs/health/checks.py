@@ -13,12 +13,12 @@ from mm2_assets.defs.health.verdicts import (
     CHECK_LAG,
     CHECK_TARGET_TOPICS,
     CheckOutcome,
+    checkpoint_interval_seconds,
     evaluate_checkpoint_freshness,
     evaluate_replication_lag,
     evaluate_target_topics,
     lag_thresholds,
 )
-from mm2_assets.defs.intervals import checkpoint_interval_seconds
 from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.config import FlowConfig
 

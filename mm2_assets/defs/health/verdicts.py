@@ -34,7 +34,6 @@ from typing import Any
 import dagster as dg
 
 from mm2_assets.defs.history import last_materialized
-from mm2_assets.defs.intervals import checkpoint_interval_seconds
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
@@ -168,18 +167,13 @@ def evaluate_target_topics(
     """
     target = list_topics(flow_admin(flow, "target"), cluster=flow.target.alias)
     topics = list(snapshot.remote_topics)
-    if instance is not None:
-        replicated = set(last_materialized(instance, asset_key, topics)) if topics else set()
-    else:
-        replicated = set(topics)
-    missing = {
-        t: snapshot.remote_topics[t]
-        for t in topics
-        if t in replicated and snapshot.remote_topics[t] not in target
-    }
-    pending = sorted(
-        t for t in topics if t not in replicated and snapshot.remote_topics[t] not in target
+    absent = [t for t in topics if snapshot.remote_topics[t] not in target]
+    # Only topics whose remote topic is absent need their history: replicated before?
+    replicated = (
+        set(last_materialized(instance, asset_key, absent)) if instance is not None else set(absent)
     )
+    missing = {t: snapshot.remote_topics[t] for t in absent if t in replicated}
+    pending = sorted(t for t in absent if t not in replicated)
     if missing:
         names = ", ".join(f"{r} (from {t})" for t, r in sorted(missing.items())[:10])
         description = (
@@ -202,6 +196,12 @@ def evaluate_target_topics(
             "topics": len(topics),
         },
     )
+
+
+def checkpoint_interval_seconds(flow: FlowConfig) -> int:
+    """How often checkpoints can actually be emitted: MM2's interval, at least a driver tick
+    (the driver requests them)."""
+    return max(flow.emit_checkpoints_interval_seconds, flow.mm2assets_driver_interval_seconds)
 
 
 def evaluate_checkpoint_freshness(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from mm2_assets.defs.intervals import disabled_result
+from mm2_assets.defs.metadata import disabled_result
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.heartbeats import emit_heartbeat, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
