@@ -11,8 +11,9 @@ import time
 from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
+from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import FlowConfig
 
@@ -27,7 +28,7 @@ DEMO_GROUP = "billing"
 def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
     """Create the demo topics on the flow's source (if missing), add records, and leave group
     `billing` committed half-way through `orders`. Returns records produced per topic."""
-    admin = AdminClient(client_config(flow, "source", "admin"))
+    admin = flow_admin(flow, "source")
     existing = admin.list_topics(timeout=30).topics
     new = [
         NewTopic(name, partitions, 1, config=config)
