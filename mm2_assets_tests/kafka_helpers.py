@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -170,3 +171,18 @@ def consume_all(
         return out
     finally:
         consumer.close()
+
+
+def tricky_records(partitions: int, per_partition: int, seed: int, ts0: int) -> list[Rec]:
+    """Null keys, null values, binary payloads, repeated and null headers, explicit times."""
+    rng = random.Random(seed)
+    out = []
+    for p in range(partitions):
+        for i in range(per_partition):
+            key = None if i % 5 == 0 else rng.randbytes(rng.randint(0, 16))
+            value = None if i % 7 == 3 else rng.randbytes(rng.randint(0, 2048))
+            headers = tuple(
+                (f"h{j % 2}", None if j == 2 else rng.randbytes(j + 1)) for j in range(i % 4)
+            )
+            out.append(Rec(p, key, value, headers, ts0 + p * 1000 + i))
+    return out

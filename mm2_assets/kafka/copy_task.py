@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from confluent_kafka import (
@@ -50,20 +50,36 @@ _CONSUMER_DEFAULTS = {
 
 CONSUME_BATCH = 10_000
 
+# A follower's transactions last one commit interval: a follower killed with one open blocks
+# read_committed consumers of its partitions until the broker aborts it, so keep that short.
+_FOLLOWER_PRODUCER_DEFAULTS = {"transaction.timeout.ms": 10_000}
+
 
 class CopyError(RuntimeError):
-    """Copying a partition failed; the message names the flow, topic and partition."""
+    """Copying failed; the message names the flow, topic and partition."""
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """One source partition of a copy task: copied up to `end_offset`, or followed for as long
+    as the task runs when `end_offset` is None."""
+
+    source_topic: str
+    remote_topic: str
+    partition: int
+    end_offset: int | None = None
 
 
 @dataclass(frozen=True)
 class CopyTaskSpec:
-    """Everything a worker needs to copy one source topic-partition (picklable)."""
+    """Everything a worker needs to copy its source partitions (picklable).
+
+    A pass copies one partition to a planned end offset; a follower task follows several
+    partitions until it is stopped, committing at least every `commit_interval_ms`.
+    """
 
     flow: str
-    source_topic: str
-    remote_topic: str
-    partition: int
-    end_offset: int
+    partitions: tuple[PartitionRange, ...]
     # Client configs may hold SASL passwords or SSL keys: keep them out of the repr.
     source_consumer: Mapping[str, str] = field(repr=False)
     target_producer: Mapping[str, str] = field(repr=False)
@@ -76,15 +92,23 @@ class CopyTaskSpec:
     offset_lag_max: int = 100
     batch_records: int = 50_000
     batch_bytes: int = 32 * 1024 * 1024
+    commit_interval_ms: int = 100
+
+    @property
+    def follows(self) -> bool:
+        """Whether the task follows its partitions instead of stopping at end offsets."""
+        return any(p.end_offset is None for p in self.partitions)
 
     def describe(self) -> str:
-        """`flow topic-partition` for messages."""
-        return f"{self.flow} {self.source_topic}-{self.partition}"
+        """`flow topic-partition[, ...]` for messages."""
+        names = [f"{p.source_topic}-{p.partition}" for p in self.partitions[:3]]
+        more = f" and {len(self.partitions) - 3} more" if len(self.partitions) > 3 else ""
+        return f"{self.flow} {', '.join(names)}{more}"
 
 
 @dataclass
 class CopyResult:
-    """What one task did (small: the only thing sent back to the driver)."""
+    """What one task did for one partition (small: the only thing sent back to the driver)."""
 
     source_topic: str
     partition: int
@@ -102,12 +126,27 @@ class CopyResult:
 
 @dataclass
 class _Batch:
-    """Records of the open transaction, as far as offset syncs need them."""
+    """Records of one partition in the open transaction, as far as offset syncs need them."""
 
     upstream: array = field(default_factory=lambda: array("q"))
     bytes: int = 0
     # Downstream offsets of the records whose delivery is tracked (upstream → downstream).
     downstream: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Lane:
+    """One partition of a task: where it stands and its records in the open transaction."""
+
+    range: PartitionRange
+    result: CopyResult
+    position: int
+    done: bool = False
+    batch: _Batch = field(default_factory=_Batch)
+    # Followers throttle offset syncs (see `_Copier._syncs`): the last sync written, and the
+    # newest mapping not yet written.
+    last_synced_upstream: int | None = None
+    pending_sync: tuple[int, int] | None = None
 
 
 def offset_syncs_for_batch(
@@ -159,21 +198,25 @@ def _offset_syncs_by_scan(
     return syncs
 
 
-def committed_progress(spec: CopyTaskSpec) -> Progress | None:
-    """The committed progress of the spec's partition (one progress-topic partition read)."""
-    key = (spec.source_topic, spec.partition)
+def committed_progress(spec: CopyTaskSpec) -> dict[tuple[str, int], Progress]:
+    """The committed progress of the spec's partitions (only their progress partitions read)."""
+    keys = [(p.source_topic, p.partition) for p in spec.partitions]
     return read_progress(
-        spec.target_consumer, spec.progress_topic, flow=spec.flow, cluster="target", only=key
-    ).get(key)
+        spec.target_consumer, spec.progress_topic, flow=spec.flow, cluster="target", only=keys
+    )
 
 
-def copy_partition(spec: CopyTaskSpec) -> CopyResult:
-    """Copy [committed progress, spec.end_offset) of one source partition. See module doc."""
-    started_at = time.time()
+def start_transactional_producer(
+    spec: CopyTaskSpec, overrides: Mapping[str, object] | None = None
+) -> Producer:
+    """The task's transactional producer, initialised: every earlier producer with the same
+    transactional id is fenced and its open transaction aborted (or completed) first."""
     producer = Producer(
         {
             **_PRODUCER_DEFAULTS,
+            **(_FOLLOWER_PRODUCER_DEFAULTS if spec.follows else {}),
             **spec.target_producer,
+            **(overrides or {}),
             **_PRODUCER_GUARANTEES,
             "transactional.id": spec.transactional_id,
         }
@@ -184,41 +227,77 @@ def copy_partition(spec: CopyTaskSpec) -> CopyResult:
         # connection once it knows the brokers, so the second metadata request is the one that
         # opens a node connection; with it init_transactions takes ~5 ms instead of ~0.5 s.
         for _ in range(2):
-            producer.list_topics(spec.remote_topic, timeout=60)
-        # Fences every earlier producer with this id and aborts its open transaction.
+            producer.list_topics(spec.progress_topic, timeout=60)
         producer.init_transactions(60)
     except KafkaException as exc:
         raise CopyError(
-            f"{spec.describe()}: cannot start the transactional producer: {exc}"
+            f"{spec.describe()}: cannot start the transactional producer "
+            f"'{spec.transactional_id}': {exc}"
         ) from exc
+    return producer
+
+
+def fence_transactional_ids(spec: CopyTaskSpec, ids: Sequence[str]) -> None:
+    """Fence every producer using one of `ids` (the clients of `spec`): their open
+    transactions are aborted or completed, and they can no longer commit."""
+    for transactional_id in ids:
+        producer = start_transactional_producer(replace(spec, transactional_id=transactional_id))
+        producer.flush(0)
+
+
+def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) -> list[CopyResult]:
+    """Copy the spec's partitions from their committed progress; one result per partition.
+
+    A pass returns once every partition reached its end offset. A follower returns only when
+    `stop()` says so (after committing its open transaction), or raises CopyError.
+    """
+    started_at = time.time()
+    producer = start_transactional_producer(spec)
     progress = committed_progress(spec)
-    start = progress.next_offset if progress else OFFSET_BEGINNING
-    result = CopyResult(
-        spec.source_topic,
-        spec.partition,
-        start_offset=max(start, 0),
-        next_offset=max(start, 0),
-        started_at=started_at,
-    )
-    if progress is None or progress.next_offset < spec.end_offset:
-        copier = _Copier(spec, producer, result)
+    lanes: list[_Lane] = []
+    for part in spec.partitions:
+        committed = progress.get((part.source_topic, part.partition))
+        start = committed.next_offset if committed else OFFSET_BEGINNING
+        lane = _Lane(
+            part,
+            CopyResult(
+                part.source_topic,
+                part.partition,
+                start_offset=max(start, 0),
+                next_offset=max(start, 0),
+                started_at=started_at,
+            ),
+            position=start,
+        )
+        lane.done = (
+            part.end_offset is not None and committed is not None and start >= part.end_offset
+        )
+        lanes.append(lane)
+    if not all(lane.done for lane in lanes):
+        copier = _Copier(spec, producer, lanes)
         try:
-            copier.run(start)
+            copier.run(stop)
         finally:
             copier.close()
-    result.finished_at = time.time()
-    return result
+    finished_at = time.time()
+    for lane in lanes:
+        lane.result.finished_at = finished_at
+    return [lane.result for lane in lanes]
 
 
 class _Copier:
-    """The consume → produce loop of one partition, one transaction per batch."""
+    """The consume → produce loop of a task's partitions, one transaction per batch."""
 
-    def __init__(self, spec: CopyTaskSpec, producer: Producer, result: CopyResult) -> None:
+    def __init__(self, spec: CopyTaskSpec, producer: Producer, lanes: list[_Lane]) -> None:
         self.spec = spec
         self.producer = producer
-        self.result = result
+        self.lanes = lanes
+        self.by_partition = {
+            (lane.range.source_topic, lane.range.partition): lane for lane in lanes
+        }
         self.errors: list[str] = []
-        self.batch = _Batch()
+        self.txn_records = 0
+        self.txn_bytes = 0
         self.consumer = Consumer(
             {
                 **_CONSUMER_DEFAULTS,
@@ -227,7 +306,8 @@ class _Copier:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "isolation.level": "read_committed",
-                "enable.partition.eof": True,
+                # A pass ends at the end of the log; a follower never does.
+                "enable.partition.eof": not spec.follows,
                 "auto.offset.reset": "earliest",
             }
         )
@@ -241,83 +321,152 @@ class _Copier:
         if self.sync_producer is not None:
             self.sync_producer.flush(60)
 
-    def _track(self, upstream: int, err: KafkaError | None, msg: Message) -> None:
+    def _track(self, batch: _Batch, upstream: int, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             self.errors.append(str(err))
         else:
-            self.batch.downstream[upstream] = msg.offset()
+            batch.downstream[upstream] = msg.offset()
 
-    def run(self, start: int) -> None:
-        """Copy until the source partition reaches the planned end offset."""
+    def _assign(self) -> None:
+        assignment = []
+        for lane in self.lanes:
+            if lane.done:
+                continue
+            part = lane.range
+            if lane.position < 0:
+                # No progress yet: start at the log start. Resolving it here is much cheaper
+                # than assigning OFFSET_BEGINNING, which costs an offset reset round of ~0.5 s.
+                lane.position, _ = self.consumer.get_watermark_offsets(
+                    TopicPartition(part.source_topic, part.partition), timeout=30
+                )
+                lane.result.start_offset = lane.result.next_offset = lane.position
+            assignment.append(TopicPartition(part.source_topic, part.partition, lane.position))
+        self.consumer.assign(assignment)
+
+    def _finish(self, lane: _Lane) -> None:
+        """A pass's partition reached its end offset: stop fetching it."""
+        lane.done = True
+        part = lane.range
+        self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
+
+    def run(self, stop: Callable[[], bool] | None) -> None:
+        """Copy until every partition reached its end offset, or (following) until `stop()`."""
         spec = self.spec
-        if start < 0:
-            # No progress yet: start at the log start. Resolving it here is much cheaper than
-            # assigning OFFSET_BEGINNING, which costs an offset reset round of ~0.5 s.
-            start, _ = self.consumer.get_watermark_offsets(
-                TopicPartition(spec.source_topic, spec.partition), timeout=30
-            )
-        self.consumer.assign([TopicPartition(spec.source_topic, spec.partition, start)])
-        end = spec.end_offset
+        self._assign()
+        follows = spec.follows
+        interval = max(spec.commit_interval_ms, 1) / 1000.0
+        single = self.lanes[0] if len(self.lanes) == 1 else None
+        deadline = 0.0  # when the open transaction must commit (following)
         in_txn = False
-        done = False
-        position = start
-        while not done:
-            in_range: list[Message] = []
-            offsets: list[int] = []  # in_range's offsets: read once per record
-            # Ask for no more than the range still holds: consume() returns as soon as that
-            # many records arrived instead of waiting out its timeout at the range's tail.
-            wanted = max(1, min(CONSUME_BATCH, end - position))
-            for msg in self.consumer.consume(wanted, timeout=1.0):
+        while True:
+            if follows:
+                if stop is not None and stop():
+                    break
+                wanted = CONSUME_BATCH
+                timeout = max(0.0, deadline - time.monotonic()) if in_txn else interval
+            else:
+                open_lanes = [lane for lane in self.lanes if not lane.done]
+                if not open_lanes:
+                    break
+                # Ask for no more than the ranges still hold: consume() returns as soon as
+                # that many records arrived instead of waiting out its timeout at the tail.
+                left = sum(lane.range.end_offset - lane.position for lane in open_lanes)  # type: ignore[operator]
+                wanted, timeout = max(1, min(CONSUME_BATCH, left)), 1.0
+            polled_at = time.monotonic()
+            chunks: dict[int, list[Message]] = {}
+            own: list[Message] = []  # the single lane's records (no per-record lookup)
+            for msg in self.consumer.consume(wanted, timeout=timeout):
                 error = msg.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        done = True
+                        lane = single or self.by_partition.get((msg.topic(), msg.partition()))
+                        if lane is not None and not lane.done:
+                            self._finish(lane)
                         continue
                     raise CopyError(f"{spec.describe()}: consume failed: {KafkaException(error)}")
-                offset = msg.offset()
-                if offset >= end:
-                    done = True
-                    break
-                in_range.append(msg)
-                offsets.append(offset)
-            last_index = len(in_range) - 1
-            for i, msg in enumerate(in_range):
+                if single is not None:
+                    own.append(msg)
+                else:
+                    lane = self.by_partition[(msg.topic(), msg.partition())]
+                    chunks.setdefault(id(lane), []).append(msg)
+            if single is not None:
+                chunks[id(single)] = own
+            for lane in self.lanes:
+                messages = chunks.get(id(lane))
+                if not messages:
+                    continue
                 if not in_txn:
                     self.producer.begin_transaction()
                     in_txn = True
-                key, value = msg.key(), msg.value()
-                self.batch.bytes += (len(value) if value else 0) + (len(key) if key else 0)
-                full = (
-                    len(self.batch.upstream) + 1 >= spec.batch_records
-                    or self.batch.bytes >= spec.batch_bytes
-                )
-                # Only a batch's first and last records need their downstream offset; the
-                # last record of each consumed chunk may turn out to be a batch's last.
-                track = not self.batch.upstream or full or i == last_index
-                self._produce(msg, offsets[i], key, value, track)
-                if full:
-                    self._commit()
-                    in_txn = False
-            if offsets:
-                position = offsets[-1] + 1
-                done = done or position >= end
+                    # Records polled while idle waited up to one interval already.
+                    deadline = polled_at + interval
+                in_txn = self._copy_chunk(lane, messages)
+            quiet = not any(chunks.values())
+            if follows and quiet and not in_txn and any(lane.pending_sync for lane in self.lanes):
+                # Quiet partitions: write their held-back newest offset syncs now.
+                self.producer.begin_transaction()
+                in_txn = True
+            if in_txn and follows and time.monotonic() >= deadline:
+                self._commit()
+                in_txn = False
             self.producer.poll(0)
-        if in_txn:
+        if in_txn or any(lane.pending_sync for lane in self.lanes):
+            if not in_txn:
+                self.producer.begin_transaction()
             self._commit()
 
+    def _copy_chunk(self, lane: _Lane, messages: list[Message]) -> bool:
+        """Produce one partition's consumed records; True while a transaction stays open."""
+        spec, end = self.spec, lane.range.end_offset
+        offsets = [msg.offset() for msg in messages]
+        if end is not None and offsets[-1] >= end:
+            keep = sum(1 for offset in offsets if offset < end)
+            messages, offsets = messages[:keep], offsets[:keep]
+            self._finish(lane)
+        last_index = len(messages) - 1
+        in_txn = True
+        for i, msg in enumerate(messages):
+            if not in_txn:
+                self.producer.begin_transaction()
+                in_txn = True
+            key, value = msg.key(), msg.value()
+            size = (len(value) if value else 0) + (len(key) if key else 0)
+            lane.batch.bytes += size
+            self.txn_bytes += size
+            self.txn_records += 1
+            full = self.txn_records >= spec.batch_records or self.txn_bytes >= spec.batch_bytes
+            # Only a batch's first and last records need their downstream offset; the last
+            # record of each consumed chunk may turn out to be a batch's last.
+            track = not lane.batch.upstream or full or i == last_index
+            self._produce(lane, msg, offsets[i], key, value, track)
+            if full:
+                self._commit()
+                in_txn = False
+        if offsets:
+            lane.position = offsets[-1] + 1
+            if end is not None and lane.position >= end and not lane.done:
+                self._finish(lane)
+        return in_txn
+
     def _produce(
-        self, msg: Message, upstream: int, key: bytes | None, value: bytes | None, track: bool
+        self,
+        lane: _Lane,
+        msg: Message,
+        upstream: int,
+        key: bytes | None,
+        value: bytes | None,
+        track: bool,
     ) -> None:
         # Untracked records get no callback (a Python call per record costs throughput); a
         # failed delivery still fails the transaction's commit.
-        callback = partial(self._track, upstream) if track else None
+        callback = partial(self._track, lane.batch, upstream) if track else None
         while True:
             try:
                 self.producer.produce(
-                    self.spec.remote_topic,
+                    lane.range.remote_topic,
                     value=value,
                     key=key,
-                    partition=self.spec.partition,
+                    partition=lane.range.partition,
                     timestamp=msg.timestamp()[1],
                     headers=msg.headers(),
                     on_delivery=callback,
@@ -326,7 +475,7 @@ class _Copier:
             except BufferError:
                 # The local queue is full: serve delivery reports until there is room.
                 self.producer.poll(0.1)
-        self.batch.upstream.append(upstream)
+        lane.batch.upstream.append(upstream)
 
     def _produce_syncs(self, producer: Producer, syncs: list[OffsetSync]) -> None:
         """Queue offset-sync records on `producer` (the offset-syncs topic has one partition)."""
@@ -338,53 +487,102 @@ class _Copier:
                 partition=0,
             )
 
+    def _syncs(
+        self, lane: _Lane, first_downstream: int, last_downstream: int
+    ) -> list[tuple[int, int]]:
+        """The offset syncs to write for `lane`'s batch.
+
+        A pass writes every sync of `offset_syncs_for_batch`. A follower commits every few
+        records, so writing each transaction's ends would flood the offset-syncs topic (which
+        the checkpoint pass reads): it writes a sync once the partition moved `offset.lag.max`
+        records past the last one (MM2's rule), at upstream gaps, and holds the newest mapping
+        back until the partition goes quiet, so a caught-up group still translates exactly.
+        """
+        batch = lane.batch
+        syncs = offset_syncs_for_batch(
+            batch.upstream, first_downstream, last_downstream, self.spec.offset_lag_max
+        )
+        if not self.spec.follows:
+            return syncs
+        ups = batch.upstream
+        gap_edges: set[int] = set()
+        if ups[-1] - ups[0] != len(ups) - 1:
+            for i in range(1, len(ups)):
+                if ups[i] != ups[i - 1] + 1:
+                    gap_edges.update((ups[i - 1], ups[i]))
+        out: list[tuple[int, int]] = []
+        for upstream, downstream in syncs:
+            last = lane.last_synced_upstream
+            if upstream in gap_edges or last is None or upstream - last >= self.spec.offset_lag_max:
+                out.append((upstream, downstream))
+                lane.last_synced_upstream = upstream
+        newest = syncs[-1]
+        lane.pending_sync = None if out and out[-1] == newest else newest
+        return out
+
     def _commit(self) -> None:
         """Flush the batch, add its offset syncs and progress, commit the transaction."""
-        spec, producer, batch = self.spec, self.producer, self.batch
+        spec, producer = self.spec, self.producer
         remaining = producer.flush(120)
         if self.errors or remaining:
             producer.abort_transaction(60)
             raise CopyError(
-                f"{spec.describe()}: producing to '{spec.remote_topic}' failed: "
+                f"{spec.describe()}: producing to the remote topics failed: "
                 f"{self.errors[:3] or f'{remaining} records not acknowledged'}"
             )
-        first_downstream = batch.downstream[batch.upstream[0]]
-        last_downstream = batch.downstream[batch.upstream[-1]]
-        syncs = offset_syncs_for_batch(
-            batch.upstream, first_downstream, last_downstream, spec.offset_lag_max
-        )
-        sync_records = [
-            OffsetSync(spec.source_topic, spec.partition, upstream, downstream)
-            for upstream, downstream in syncs
-        ]
-        if spec.offset_syncs_on_target:
-            self._produce_syncs(producer, sync_records)
-        progress = Progress(
-            spec.flow,
-            spec.source_topic,
-            spec.partition,
-            next_offset=batch.upstream[-1] + 1,
-            downstream_next=last_downstream + 1,
-        )
-        producer.produce(
-            spec.progress_topic,
-            key=progress.record_key(),
-            value=progress.record_value(),
-            partition=progress_partition(spec.flow, spec.source_topic, spec.partition),
-        )
+        committed: list[tuple[_Lane, list[OffsetSync], Progress | None]] = []
+        for lane in self.lanes:
+            batch, part = lane.batch, lane.range
+            pairs: list[tuple[int, int]] = []
+            progress = None
+            if batch.upstream:
+                first_downstream = batch.downstream[batch.upstream[0]]
+                last_downstream = batch.downstream[batch.upstream[-1]]
+                pairs = self._syncs(lane, first_downstream, last_downstream)
+                progress = Progress(
+                    spec.flow,
+                    part.source_topic,
+                    part.partition,
+                    next_offset=batch.upstream[-1] + 1,
+                    downstream_next=last_downstream + 1,
+                )
+                producer.produce(
+                    spec.progress_topic,
+                    key=progress.record_key(),
+                    value=progress.record_value(),
+                    partition=progress_partition(spec.flow, part.source_topic, part.partition),
+                )
+            elif lane.pending_sync is not None:
+                # Quiet since the last commit: the held-back newest mapping is final.
+                pairs = [lane.pending_sync]
+                lane.last_synced_upstream = lane.pending_sync[0]
+                lane.pending_sync = None
+            else:
+                continue
+            syncs = [
+                OffsetSync(part.source_topic, part.partition, upstream, downstream)
+                for upstream, downstream in pairs
+            ]
+            if spec.offset_syncs_on_target:
+                self._produce_syncs(producer, syncs)
+            committed.append((lane, syncs, progress))
         try:
             producer.commit_transaction(120)
         except KafkaException as exc:
             raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
+        for lane, syncs, progress in committed:
+            if self.sync_producer is not None:
+                # Offset syncs on the source cannot join the target transaction; written
+                # after the commit they only ever describe durable records.
+                self._produce_syncs(self.sync_producer, syncs)
+            result = lane.result
+            result.offset_syncs += len(syncs)
+            if progress is not None:
+                result.records += len(lane.batch.upstream)
+                result.bytes += lane.batch.bytes
+                result.transactions += 1
+                result.next_offset = progress.next_offset
+                lane.batch = _Batch()
         if self.sync_producer is not None:
-            # Offset syncs on the source cannot join the target transaction; written after the
-            # commit they only ever describe durable records.
-            self._produce_syncs(self.sync_producer, sync_records)
             self.sync_producer.poll(0)
-        result = self.result
-        result.records += len(batch.upstream)
-        result.bytes += batch.bytes
-        result.offset_syncs += len(sync_records)
-        result.transactions += 1
-        result.next_offset = progress.next_offset
-        self.batch = _Batch()
+        self.txn_records = self.txn_bytes = 0

@@ -8,12 +8,21 @@ measurement and the copy task itself all resume from what `read_progress` return
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Collection, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.progress import Progress, progress_key, progress_partition, progress_topic
+from mm2_assets.mm2.progress import (
+    PROGRESS_PARTITIONS,
+    Progress,
+    progress_key,
+    progress_partition,
+    progress_topic,
+)
 
 PartitionKey = tuple[str, int]
 """A source topic-partition: (topic, partition)."""
@@ -25,22 +34,23 @@ def read_progress(
     *,
     flow: str,
     cluster: str,
-    only: PartitionKey | None = None,
+    only: Collection[PartitionKey] | None = None,
 ) -> dict[PartitionKey, Progress]:
     """The committed progress of `flow`'s partitions in progress topic `topic` (latest record
-    per key, read_committed). With `only`, just that partition's progress (one progress-topic
-    partition is read instead of all).
+    per key, read_committed). With `only`, just those partitions' progress (only the
+    progress-topic partitions holding them are read).
 
     A malformed record raises ValueError naming the topic, partition and offset: unlike the
     MM2-format topics, skipping one could restart a partition from its log start.
     """
     partitions = None
+    wanted_keys: set[bytes] = set()
     if only is not None:
-        partitions = [progress_partition(flow, *only)]
-        wanted_key = progress_key(flow, *only)
+        partitions = sorted({progress_partition(flow, *key) for key in only})
+        wanted_keys = {progress_key(flow, *key) for key in only}
     out: dict[PartitionKey, Progress] = {}
     for msg in read_to_end(consumer_config, topic, partitions=partitions):
-        if msg.value() is None or (only is not None and msg.key() != wanted_key):
+        if msg.value() is None or (only is not None and msg.key() not in wanted_keys):
             continue
         try:
             progress = Progress.from_record(msg.key(), msg.value())
@@ -62,3 +72,65 @@ def read_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
         flow=flow.name,
         cluster=flow.target.alias,
     )
+
+
+class ProgressTracker:
+    """A flow's committed progress, kept current for a long-lived reader (the follower).
+
+    The first `refresh` reads the progress topic from its start, like `read_flow_progress`;
+    later ones read only what was committed since, so reporting every few seconds costs what
+    was written, not the topic's whole history.
+    """
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+        self.topic = progress_topic(flow.source.alias)
+        self.progress: dict[PartitionKey, Progress] = {}
+        self._consumer = Consumer(
+            {
+                **client_config(flow, "target", "consumer"),
+                "group.id": "mm2-assets-progress-tracker",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+            }
+        )
+        self._consumer.assign(
+            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PROGRESS_PARTITIONS)]
+        )
+
+    def refresh(self, timeout: float = 2.0) -> dict[PartitionKey, Progress]:
+        """Read what was committed since the last refresh (for at most about `timeout`
+        seconds: a transaction still open is read next time); the progress by partition."""
+        ends = {}
+        for p in range(PROGRESS_PARTITIONS):
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=timeout, cached=False
+            )
+            ends[p] = high
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            positions = self._consumer.position(
+                [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
+            )
+            if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
+                break
+            for msg in self._consumer.consume(10_000, timeout=0.05):
+                if msg.error() is not None or msg.value() is None:
+                    continue
+                try:
+                    progress = Progress.from_record(msg.key(), msg.value())
+                except ValueError as exc:
+                    raise ValueError(
+                        f"progress topic '{self.topic}' on '{self.flow.target.alias}', "
+                        f"partition {msg.partition()} offset {msg.offset()}: {exc}"
+                    ) from exc
+                if progress.flow == self.flow.name:
+                    self.progress[(progress.topic, progress.partition)] = progress
+        return dict(self.progress)
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._consumer.close()

@@ -2,14 +2,16 @@
 
 The plan re-applies the flow's topic filter and replication policy (a partition added by an
 older config or by hand is never replicated if the flow no longer selects it), creates the
-remote topics and the internal topics the copy tasks write to, and turns every lagging source
-partition into one copy task covering [committed progress, end offset at plan time).
+remote topics and the internal topics the copy tasks write to. A pass turns every lagging
+source partition into one copy task covering [committed progress, end offset at plan time); a
+follower spreads every partition over a few tasks that follow them without an end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient
 
@@ -21,7 +23,7 @@ from mm2_assets.kafka.admin import (
     list_topics,
 )
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.copy_task import CopyTaskSpec
+from mm2_assets.kafka.copy_task import CopyTaskSpec, PartitionRange
 from mm2_assets.kafka.offset_syncs import offset_syncs_location
 from mm2_assets.kafka.replication_state import PartitionState, partition_states
 from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_remote_topics
@@ -42,9 +44,54 @@ class ReplicationPlan:
     created: list[str] = field(default_factory=list)
 
 
+T = TypeVar("T")
+
+
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
     """Stable per flow and source partition: a new attempt fences the previous one."""
     return f"mm2-assets.{flow.source.alias}->{flow.target.alias}.{topic}.{partition}"
+
+
+def follower_transactional_id(flow: FlowConfig, task: int) -> str:
+    """Stable per flow and follower task slot: a new follower fences every slot before it
+    starts, so a partition that moved between slots has no zombie writer left."""
+    return f"mm2-assets.{flow.source.alias}->{flow.target.alias}.follower.{task}"
+
+
+def spread(items: Sequence[T], count: int | None) -> list[list[T]]:
+    """`items` spread round-robin over at most `count` groups (one each when uncapped).
+
+    Round-robin keeps the partitions of one topic in different groups, so a single big topic
+    is still copied in parallel.
+    """
+    n = len(items) if not count or count <= 0 else min(len(items), count)
+    return [list(items[i::n]) for i in range(n)] if n else []
+
+
+def copy_task_spec(
+    flow: FlowConfig,
+    partitions: Sequence[PartitionRange],
+    transactional_id: str,
+    *,
+    batch_records: int = 50_000,
+) -> CopyTaskSpec:
+    """A copy task of `flow` over `partitions`, with the flow's clients and internal topics."""
+    syncs_topic, syncs_on_target = offset_syncs_location(flow)
+    return CopyTaskSpec(
+        flow=flow.name,
+        partitions=tuple(partitions),
+        source_consumer=client_config(flow, "source", "consumer"),
+        target_producer=client_config(flow, "target", "producer"),
+        target_consumer=client_config(flow, "target", "consumer"),
+        progress_topic=progress_topic(flow.source.alias),
+        offset_syncs_topic=syncs_topic,
+        offset_syncs_on_target=syncs_on_target,
+        source_producer=client_config(flow, "source", "producer"),
+        transactional_id=transactional_id,
+        offset_lag_max=flow.offset_lag_max,
+        batch_records=batch_records,
+        commit_interval_ms=flow.mm2assets_follower_commit_interval_ms,
+    )
 
 
 def ensure_internal_topics(
@@ -93,8 +140,13 @@ def plan_replication(
     topics: Sequence[str],
     *,
     batch_records: int = 50_000,
+    follower_tasks: int | None = None,
 ) -> ReplicationPlan:
-    """Plan copying `topics` (source names) of `flow`; see the module docstring."""
+    """Plan copying `topics` (source names) of `flow`; see the module docstring.
+
+    With `follower_tasks`, plan a follower: every partition, lagging or not, spread over at
+    most that many tasks (ids `follower_transactional_id(flow, 0..n-1)`).
+    """
     plan = ReplicationPlan(flow=flow.name)
     source_admin = flow_admin(flow, "source")
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
@@ -145,28 +197,25 @@ def plan_replication(
         config_filter.close()
 
     counts = {t: source_topics[t].partitions for t in plan.remote_topics}
-    syncs_topic, syncs_on_target = offset_syncs_location(flow)
-    for state in partition_states(flow, counts, source_admin=source_admin):
-        topic, partition, end = state.topic, state.partition, state.end_offset
-        plan.states.append(state)
+    plan.states = partition_states(flow, counts, source_admin=source_admin)
+    if follower_tasks is not None:
+        ranges = [
+            PartitionRange(s.topic, plan.remote_topics[s.topic], s.partition) for s in plan.states
+        ]
+        plan.tasks = [
+            copy_task_spec(flow, group, follower_transactional_id(flow, index))
+            for index, group in enumerate(spread(ranges, follower_tasks))
+        ]
+        return plan
+    for state in plan.states:
         if state.lag == 0:
             continue
+        topic, partition = state.topic, state.partition
         plan.tasks.append(
-            CopyTaskSpec(
-                flow=flow.name,
-                source_topic=topic,
-                remote_topic=plan.remote_topics[topic],
-                partition=partition,
-                end_offset=end,
-                source_consumer=client_config(flow, "source", "consumer"),
-                target_producer=client_config(flow, "target", "producer"),
-                target_consumer=client_config(flow, "target", "consumer"),
-                progress_topic=progress_topic(flow.source.alias),
-                offset_syncs_topic=syncs_topic,
-                offset_syncs_on_target=syncs_on_target,
-                source_producer=client_config(flow, "source", "producer"),
-                transactional_id=transactional_id(flow, topic, partition),
-                offset_lag_max=flow.offset_lag_max,
+            copy_task_spec(
+                flow,
+                [PartitionRange(topic, plan.remote_topics[topic], partition, state.end_offset)],
+                transactional_id(flow, topic, partition),
                 batch_records=batch_records,
             )
         )

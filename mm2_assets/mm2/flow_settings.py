@@ -78,6 +78,7 @@ __all__ = [
 
 OffsetSyncsTopicLocation: TypeAlias = Literal["source", "target"]
 UseDefaultsFrom: TypeAlias = Literal["target", "source"]
+ReplicationMode: TypeAlias = Literal["batch", "follow"]
 
 # `enabled` is declared on its own: FlowConfig.enabled is the *effective* switch (the pair's
 # herder must exist too), not this setting's value. MirrorMakerConfig's flow default is false.
@@ -320,6 +321,29 @@ class FlowSettings:
         "Timeout for administrative tasks, e.g. detecting new topics.",
     )
     # Ours. A blank integer means its default, as the sensors have always read them.
+    mm2assets_replication_mode: ReplicationMode = flow_setting(
+        "mm2assets.replication.mode",
+        one_of(ReplicationMode),
+        "batch",
+        "`follow`: one long-lived follower run per flow copies records as they arrive and does "
+        "the interval work (heartbeats, checkpoints, offset and config syncs) in-process; "
+        "`batch`: the driver starts a run per pass.",
+    )
+    mm2assets_follower_commit_interval_ms: int = flow_setting(
+        "mm2assets.follower.commit.interval.ms",
+        INTERVAL,
+        "100",
+        "A follower commits its open transaction (records, progress, offset syncs) at least "
+        "this often (ms); read_committed consumers see records after the commit.",
+        blank_is_default=True,
+    )
+    mm2assets_follower_report_interval_seconds: int = flow_setting(
+        "mm2assets.follower.report.interval.seconds",
+        INTERVAL,
+        "5",
+        "How often a follower reports records copied, offsets and lag to Dagster (seconds).",
+        blank_is_default=True,
+    )
     mm2assets_driver_interval_seconds: int = flow_setting(
         "mm2assets.driver.interval.seconds",
         INTERVAL,

@@ -1,4 +1,5 @@
-"""The PySpark job that runs copy tasks: one Spark task per source topic-partition.
+"""The PySpark job that runs copy tasks: a pass's tasks (one per lagging source partition) or
+a follower's (each following several partitions until the job is cancelled).
 
 The driver ships only the task specs (small) and gets back one summary row per partition;
 records move inside the tasks, from source to target, and never pass through the driver.
@@ -14,7 +15,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
-from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, copy_partition
+from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, run_copy_task
+from mm2_assets.kafka.replication_plan import spread
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -26,13 +28,8 @@ RESULT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in field
 
 
 def assign_tasks(specs: Sequence[CopyTaskSpec], max_tasks: int | None) -> list[list[CopyTaskSpec]]:
-    """Spread partitions over at most `max_tasks` Spark tasks (one each when uncapped).
-
-    Round-robin keeps the partitions of one topic on different tasks, so a single big topic
-    still copies in parallel.
-    """
-    count = len(specs) if not max_tasks or max_tasks <= 0 else min(len(specs), max_tasks)
-    return [list(specs[i::count]) for i in range(count)] if count else []
+    """Spread copy tasks over at most `max_tasks` Spark tasks (one each when uncapped)."""
+    return spread(specs, max_tasks)
 
 
 def is_spark_connect(spark: Any) -> bool:
@@ -61,7 +58,8 @@ def run_copy_tasks(
 
     def run(task_ids: Iterator[int]) -> Iterator[CopyResult]:
         for task_id in task_ids:
-            yield from (copy_partition(spec) for spec in groups[task_id])
+            for spec in groups[task_id]:
+                yield from run_copy_task(spec)
 
     rdd = spark.sparkContext.parallelize(range(len(groups)), len(groups))
     return rdd.mapPartitions(run).collect()
@@ -73,7 +71,7 @@ def _run_through_arrow(spark: SparkSession, groups: list[list[CopyTaskSpec]]) ->
 
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                rows = [asdict(copy_partition(spec)) for spec in groups[task_id]]
+                rows = [asdict(r) for spec in groups[task_id] for r in run_copy_task(spec)]
                 yield pa.RecordBatch.from_pylist(rows)
 
     frame = spark.range(0, len(groups), 1, len(groups)).mapInArrow(run, RESULT_SCHEMA)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -26,27 +25,13 @@ from mm2_assets_tests.kafka_helpers import (
     create_topic,
     produce,
     recent_ms,
+    tricky_records,
     unique,
 )
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def tricky_records(partitions: int, per_partition: int, seed: int, ts0: int) -> list[Rec]:
-    """Null keys, null values, binary payloads, repeated and null headers, explicit times."""
-    rng = random.Random(seed)
-    out = []
-    for p in range(partitions):
-        for i in range(per_partition):
-            key = None if i % 5 == 0 else rng.randbytes(rng.randint(0, 16))
-            value = None if i % 7 == 3 else rng.randbytes(rng.randint(0, 2048))
-            headers = tuple(
-                (f"h{j % 2}", None if j == 2 else rng.randbytes(j + 1)) for j in range(i % 4)
-            )
-            out.append(Rec(p, key, value, headers, ts0 + p * 1000 + i))
-    return out
 
 
 def flow_defs(config_path: Path) -> tuple[dg.Definitions, object]:
@@ -284,11 +269,11 @@ CRASHING_COPY = """
 import sys
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.mm2.config import load_mm2_config
-from mm2_assets.kafka.copy_task import copy_partition
+from mm2_assets.kafka.copy_task import run_copy_task
 
 flow = load_mm2_config(sys.argv[1]).flows[0]
 plan = plan_replication(flow, [sys.argv[2]], batch_records=25)
-copy_partition(plan.tasks[0])
+run_copy_task(plan.tasks[0])
 """
 
 

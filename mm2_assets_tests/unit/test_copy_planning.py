@@ -7,7 +7,12 @@ from array import array
 
 import pytest
 
-from mm2_assets.kafka.copy_task import CopyTaskSpec, _offset_syncs_by_scan, offset_syncs_for_batch
+from mm2_assets.kafka.copy_task import (
+    CopyTaskSpec,
+    PartitionRange,
+    _offset_syncs_by_scan,
+    offset_syncs_for_batch,
+)
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
@@ -63,10 +68,7 @@ def test_spec_repr_hides_client_secrets() -> None:
     secret = {"bootstrap.servers": "b:9092", "sasl.password": "hunter2-s3cret"}
     spec = CopyTaskSpec(
         flow="a->b",
-        source_topic="orders",
-        remote_topic="a.orders",
-        partition=0,
-        end_offset=10,
+        partitions=(PartitionRange("orders", "a.orders", 0, 10),),
         source_consumer=secret,
         target_producer=secret,
         target_consumer=secret,

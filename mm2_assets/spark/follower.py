@@ -1,0 +1,285 @@
+"""The follower: continuous replication of one flow, and its interval work, in one process.
+
+`Follower.run` plans every replicated partition of the flow over a few copy tasks (as many as
+Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark job
+(`FollowerJob`). While it follows it:
+
+- every `refresh.topics.interval.seconds` lists the source topics; when the replicated set
+  or a partition count changed it stops the job (fencing its tasks) and starts the new layout,
+  which resumes every partition at its committed progress: nothing lost, nothing twice;
+- every `mm2assets.follower.report.interval.seconds` reports, per partition, the records
+  copied in the window, the committed offset and the lag (`FollowerReporter.window`);
+- does MM2's interval work in-process: heartbeats, checkpoints, KIP-545 group offset sync and
+  topic config sync, each on its MM2 interval, reported as it happens;
+- fails (raises `FollowerError`) when the copy job fails, so its host restarts it.
+
+Stopping (`stop` set, Ctrl-C, SIGTERM in the host) cancels the job and fences its tasks, so
+no transaction stays open. Nothing here imports Dagster: the Dagster run and the
+`mm2-assets follow` command are two hosts with their own reporters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics
+from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
+from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
+from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat
+from mm2_assets.kafka.progress_store import ProgressTracker
+from mm2_assets.kafka.replication_plan import (
+    ReplicationPlan,
+    follower_transactional_id,
+    plan_replication,
+)
+from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.spark.follower_job import FollowerJob
+from mm2_assets.spark.job import is_spark_connect
+
+
+class FollowerError(RuntimeError):
+    """The follower cannot go on; the message names the flow and the cause."""
+
+
+@dataclass(frozen=True)
+class PartitionWindow:
+    """One partition over one report window."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    next_offset: int
+    end_offset: int
+    records: int
+
+    @property
+    def lag(self) -> int:
+        """Records on the source not yet committed on the target."""
+        return max(0, self.end_offset - self.next_offset)
+
+
+@dataclass(frozen=True)
+class FollowerWindow:
+    """What a follower did over one report window."""
+
+    started_at: float
+    ended_at: float
+    generation: int
+    partitions: list[PartitionWindow] = field(default_factory=list)
+
+    def by_topic(self) -> dict[str, list[PartitionWindow]]:
+        """The window's partitions grouped by source topic."""
+        out: dict[str, list[PartitionWindow]] = {}
+        for p in self.partitions:
+            out.setdefault(p.topic, []).append(p)
+        return out
+
+
+class FollowerReporter:
+    """Where a follower reports; every method is a no-op here, hosts override what they show."""
+
+    def layout(self, plan: ReplicationPlan, generation: int) -> None:
+        """A layout (the replicated partitions spread over tasks) started following."""
+
+    def window(self, window: FollowerWindow) -> None:
+        """A report window ended."""
+
+    def heartbeats(self, emission: HeartbeatEmission, count: int) -> None:
+        """`count` heartbeats were emitted since the last report; `emission` is the newest."""
+
+    def checkpoints(self, run: CheckpointRun) -> None:
+        """A checkpoint pass finished."""
+
+    def group_offsets(self, run: GroupOffsetSyncRun) -> None:
+        """A KIP-545 group offset sync pass finished."""
+
+    def topic_configs(self, result: TopicConfigSyncResult, seconds: float) -> None:
+        """A topic config sync pass finished."""
+
+    def problem(self, what: str, error: BaseException) -> None:
+        """Interval work failed (the follower goes on and retries on the next interval)."""
+
+
+def follower_slots(flow: FlowConfig, spark: Any) -> int:
+    """How many copy tasks a follower runs: `tasks.max` when set, else Spark's slots."""
+    if "tasks.max" in flow.properties:
+        return flow.tasks_max
+    if is_spark_connect(spark):
+        return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
+    return max(1, spark.sparkContext.defaultParallelism)
+
+
+class Follower:
+    """Continuous replication of one flow (see the module docstring)."""
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        spark: Callable[[], Any],
+        reporter: FollowerReporter | None = None,
+    ) -> None:
+        self.flow = flow
+        self._spark = spark
+        self.reporter = reporter or FollowerReporter()
+        self.generation = 0
+        self.plan: ReplicationPlan | None = None
+        self.job: FollowerJob | None = None
+        self._layout: dict[str, int] = {}
+        self._slots = 1
+        self._used_slots = 0
+
+    def _replicated_layout(self) -> dict[str, int]:
+        """Source topics the flow replicates now, with their partition counts."""
+        flow = self.flow
+        source = list_topics(flow_admin(flow, "source"), cluster=flow.source.alias)
+        return {topic: source[topic].partitions for topic in flow.remote_topics(source)}
+
+    def _start_layout(self, spark: Any, layout: dict[str, int]) -> None:
+        self.generation += 1
+        plan = plan_replication(self.flow, sorted(layout), follower_tasks=self._slots)
+        self._used_slots = max(self._used_slots, len(plan.tasks))
+        fence = [follower_transactional_id(self.flow, i) for i in range(self._used_slots)]
+        job = FollowerJob(spark, plan.tasks, fence)
+        job.start()
+        self.plan, self.job, self._layout = plan, job, layout
+        self.reporter.layout(plan, self.generation)
+
+    def _stop_job(self) -> None:
+        if self.job is not None:
+            self.job.stop()
+            self.job = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Follow until `stop` is set; raises FollowerError when the copy job fails."""
+        flow = self.flow
+        spark = self._spark()
+        self._slots = follower_slots(flow, spark)
+        # Fence every slot on the first layout: a crashed predecessor may have used them all.
+        self._used_slots = self._slots
+        tracker: ProgressTracker | None = None
+        try:
+            self._start_layout(spark, self._replicated_layout())
+            tracker = ProgressTracker(flow)
+            self._follow(spark, stop, tracker)
+        finally:
+            self._stop_job()
+            if tracker is not None:
+                tracker.close()
+
+    def _follow(self, spark: Any, stop: threading.Event, tracker: ProgressTracker) -> None:
+        flow = self.flow
+        now = time.monotonic()
+        report_every = flow.mm2assets_follower_report_interval_seconds
+        refresh_every = flow.refresh_topics_interval_seconds
+        schedule: list[tuple[str, bool, float, Callable[[], None]]] = [
+            ("heartbeats", flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds,
+             self._heartbeat),
+            ("checkpoints", flow.emit_checkpoints_enabled,
+             flow.emit_checkpoints_interval_seconds, self._checkpoints),
+            ("group offset sync",
+             flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
+             flow.sync_group_offsets_interval_seconds, self._group_offsets),
+            ("topic config sync", True, flow.sync_topic_configs_interval_seconds,
+             self._topic_configs),
+        ]  # fmt: skip
+        due = {name: now for name, enabled, _, _ in schedule if enabled}
+        next_report = now + report_every
+        next_refresh = now + refresh_every
+        window_start = time.time()
+        before = {k: p.next_offset for k, p in tracker.refresh().items()}
+        self._heartbeats_sent = 0
+        self._last_heartbeat: HeartbeatEmission | None = None
+        while not stop.is_set():
+            job = self.job
+            if job is not None and job.error is not None:
+                raise FollowerError(
+                    f"flow {flow.name}: the follower's copy job failed: {job.error}"
+                ) from job.error
+            now = time.monotonic()
+            for name, enabled, period, work in schedule:
+                if enabled and now >= due[name]:
+                    due[name] = now + period
+                    try:
+                        work()
+                    except Exception as exc:  # interval work must not stop replication
+                        self.reporter.problem(name, exc)
+            if flow.refresh_topics_enabled and now >= next_refresh:
+                next_refresh = now + refresh_every
+                try:
+                    layout = self._replicated_layout()
+                except Exception as exc:
+                    self.reporter.problem("topic refresh", exc)
+                else:
+                    if layout != self._layout:
+                        self._stop_job()
+                        self._start_layout(spark, layout)
+            if now >= next_report:
+                next_report = now + report_every
+                ended = time.time()
+                before = self._report(tracker, before, window_start, ended)
+                window_start = ended
+            waits = [next_report, *(due.values())]
+            if flow.refresh_topics_enabled:
+                waits.append(next_refresh)
+            stop.wait(max(0.05, min(waits) - time.monotonic()))
+
+    def _report(
+        self,
+        tracker: ProgressTracker,
+        before: dict[tuple[str, int], int],
+        started: float,
+        ended: float,
+    ) -> dict[tuple[str, int], int]:
+        plan = self.plan
+        if plan is None:
+            return before
+        flow = self.flow
+        try:
+            progress = tracker.refresh()
+            keys = [(s.topic, s.partition) for s in plan.states]
+            ends = end_offsets(flow_admin(flow, "source"), keys, cluster=flow.source.alias)
+        except Exception as exc:
+            self.reporter.problem("progress report", exc)
+            return before
+        now = {k: p.next_offset for k, p in progress.items()}
+        windows = []
+        for state in plan.states:
+            key = (state.topic, state.partition)
+            next_offset = now.get(key, state.next_offset)
+            windows.append(
+                PartitionWindow(
+                    topic=state.topic,
+                    partition=state.partition,
+                    remote_topic=plan.remote_topics[state.topic],
+                    next_offset=next_offset,
+                    end_offset=max(ends.get(key, 0), next_offset),
+                    records=max(0, next_offset - before.get(key, state.next_offset)),
+                )
+            )
+        self.reporter.window(FollowerWindow(started, ended, self.generation, windows))
+        if self._last_heartbeat is not None:
+            self.reporter.heartbeats(self._last_heartbeat, self._heartbeats_sent)
+            self._heartbeats_sent, self._last_heartbeat = 0, None
+        return {**before, **now}
+
+    def _heartbeat(self) -> None:
+        self._last_heartbeat = emit_heartbeat(self.flow)
+        self._heartbeats_sent += 1
+
+    def _checkpoints(self) -> None:
+        self.reporter.checkpoints(emit_checkpoints(self.flow))
+
+    def _group_offsets(self) -> None:
+        self.reporter.group_offsets(sync_group_offsets(self.flow))
+
+    def _topic_configs(self) -> None:
+        if not self._layout:
+            return
+        started = time.monotonic()
+        result = sync_topic_configs(self.flow, sorted(self._layout))
+        self.reporter.topic_configs(result, time.monotonic() - started)
