@@ -118,6 +118,12 @@ def _replicate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _follow(args: argparse.Namespace) -> int:
+    from mm2_assets.follow_command import follow
+
+    return follow(_config_path(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `mm2-assets` command."""
     parser = argparse.ArgumentParser(prog="mm2-assets", description=__doc__)
@@ -176,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replicate.add_argument("--config", help=config_help)
     replicate.set_defaults(func=_replicate)
+    follow = commands.add_parser(
+        "follow",
+        help="follow every enabled flow continuously in the foreground (Ctrl-C stops it)",
+    )
+    follow.add_argument("--config", help=config_help)
+    follow.set_defaults(func=_follow)
     demo = commands.add_parser("demo", help="demo data for the embedded default")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     seed = demo_commands.add_parser("seed", help="topics, records and a group on the source")

@@ -13,6 +13,7 @@ from mm2_assets.defs.checkpoints.assets import checkpoint_assets
 from mm2_assets.defs.flows import flow_automation
 from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
+from mm2_assets.defs.replication.follower import follower_job
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.topic_configs.assets import topic_configs_asset
@@ -25,6 +26,7 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
     assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
     sensors: list[dg.SensorDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []
+    jobs: list[dg.JobDefinition] = []
     for flow in config.flows:
         partitions = topics_partitions(flow)
         source = source_topics_spec(flow, partitions)
@@ -33,6 +35,20 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         checkpoints, synced = checkpoint_assets(flow, replicated.key)
         heartbeats = heartbeats_asset(flow)
         assets.extend([source, replicated, configs, checkpoints, synced, heartbeats])
+        follower = None
+        if flow.mm2assets_replication_mode == "follow":
+            follower = follower_job(
+                flow,
+                partitions=partitions,
+                keys={
+                    "replicated_topics": replicated.key,
+                    "topic_configs": configs.key,
+                    "checkpoints": checkpoints.key,
+                    "synced_group_offsets": synced.key,
+                    "heartbeats": heartbeats.key,
+                },
+            )
+            jobs.append(follower)
         automation = flow_automation(
             flow,
             partitions=partitions,
@@ -41,6 +57,7 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
             checkpoints=checkpoints,
             synced_group_offsets=synced,
             heartbeats=heartbeats,
+            follower=follower,
         )
         sensors.extend(automation.sensors)
         checks.extend(automation.checks)
@@ -56,6 +73,7 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         assets=assets,
         asset_checks=checks,
         sensors=sensors,
+        jobs=jobs,
         resources={"spark": spark or SparkResource()},
         # One process per run, not per step: a step process costs seconds and memory, and a
         # flow's steps are small except the Spark copy, which parallelizes inside Spark.

@@ -18,6 +18,10 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
 
 A tick with nothing to do requests nothing, so no run and no Spark session starts.
 
+With `mm2assets.replication.mode = follow`, 1. and 2. are the follower run's job: the driver
+only keeps one follower run of the flow alive (`follower_request`: started when none runs,
+restarted with back-off after a failure or when its process died) and still does 3.
+
 Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed}}` —
 when each interval-driven piece of work was last requested (or evaluated, for the checks), and
 each check's last verdict.
@@ -33,6 +37,7 @@ from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
+from mm2_assets.defs.replication.follower import follower_request
 from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
     WORK_REPLICATE,
@@ -55,12 +60,14 @@ def replication_driver_sensor(
     checkpoints: dg.AssetKey | None = None,
     synced_group_offsets: dg.AssetKey | None = None,
     heartbeats: dg.AssetKey | None = None,
+    follower: dg.JobDefinition | None = None,
     checks: bool = True,
 ) -> dg.SensorDefinition | None:
     """The flow's driver sensor (see the module docstring); None when there is nothing to drive.
 
     `checks` turns the in-tick health check evaluation on (the checks must be defined, see
-    `mm2_assets.defs.checks.checks.flow_health_checks`).
+    `mm2_assets.defs.checks.checks.flow_health_checks`). `follower` is the flow's follower
+    job; with it the driver runs the flow in follow mode.
     """
     tick = flow.mm2assets_driver_interval_seconds
     checks_every = max(flow.mm2assets_checks_interval_seconds, tick)
@@ -69,6 +76,8 @@ def replication_driver_sensor(
         for k in (replicated_topics, topic_configs, checkpoints, synced_group_offsets, heartbeats)
         if k is not None
     ]
+    if follower is not None:
+        targets = [follower]
     if not targets:
         return None
     if partitions is None:
@@ -120,10 +129,19 @@ def replication_driver_sensor(
         def due(name: str, period: int) -> bool:
             return now - float(last.get(name, 0.0)) >= period
 
-        # 1. New data.
+        # 0. Follow mode: one follower run does 1. and 2.
         snapshot: LagSnapshot | None = None
         keys: list[str] = []
-        if replicated_topics is not None and partitions is not None:
+        if follower is not None:
+            request, note = follower_request(
+                instance, flow, follower.name, base_delay=tick, now=now
+            )
+            notes.append(f"{flow.name}: {note}")
+            if request is not None:
+                run_requests.append(request)
+
+        # 1. New data.
+        if follower is None and replicated_topics is not None and partitions is not None:
             keys = list(instance.get_dynamic_partitions(partitions.name))
             try:
                 snapshot = measure_lag(flow)
@@ -150,7 +168,11 @@ def replication_driver_sensor(
                     run_requests.append(request)
 
         # 2. Interval-driven work.
-        due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
+        due_control = [
+            (n, k)
+            for n, k, on, period in control
+            if follower is None and k and on and due(n, period)
+        ]
         if due_control and work_in_flight(instance, flow, WORK_CONTROL):
             notes.append("interval work due; the previous control run is in flight")
         elif due_control:
@@ -158,7 +180,8 @@ def replication_driver_sensor(
             for name, _ in due_control:
                 last[name] = now
         if (
-            topic_configs is not None
+            follower is None
+            and topic_configs is not None
             and partitions is not None
             and due("topic_configs", configs_every)
         ):

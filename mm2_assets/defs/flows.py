@@ -68,12 +68,16 @@ def flow_automation(
     checkpoints: AssetRef = None,
     synced_group_offsets: AssetRef = None,
     heartbeats: AssetRef = None,
+    follower: dg.JobDefinition | None = None,
 ) -> FlowAutomation:
     """The flow's sensors and checks. Assets may be given as definitions, specs or keys.
 
     Fails (ValueError / PluginLoadError naming the key) at definition time when an
     `mm2assets.*` setting, the listener class of a listener sensor built here or the alert
     sink does not work, rather than in the first tick.
+
+    With `follower` (the flow's follower job, follow mode) the follower run replicates and
+    does the interval work: the listeners then request no runs of their own.
     """
     replicated_key = _key(replicated_topics)
     configs_key = _key(topic_configs)
@@ -98,6 +102,7 @@ def flow_automation(
                 partitions=partitions,
                 replicated_topics=replicated_key,
                 topic_configs=configs_key,
+                request_runs=follower is None,
             )
         )
     if replicated_key is not None or checkpoints_key is not None:
@@ -106,7 +111,10 @@ def flow_automation(
         )
         sensors.append(
             group_listener_sensor(
-                flow, checkpoints=checkpoints_key, synced_group_offsets=synced_key
+                flow,
+                checkpoints=checkpoints_key,
+                synced_group_offsets=synced_key,
+                request_runs=follower is None,
             )
         )
     health = flow_health_checks(
@@ -124,6 +132,7 @@ def flow_automation(
         checkpoints=checkpoints_key,
         synced_group_offsets=synced_key,
         heartbeats=heartbeats_key,
+        follower=follower,
         checks=health is not None,
     )
     if driver is not None:

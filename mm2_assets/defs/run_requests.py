@@ -15,10 +15,11 @@ from mm2_assets.mm2.config import FlowConfig
 FLOW_TAG = "mm2-assets/flow"
 """Run tag naming the flow (`flow.key`) a sensor-requested run works for."""
 WORK_TAG = "mm2-assets/work"
-"""Run tag naming the kind of work: `replicate`, `control` or `topic-configs`."""
+"""Run tag naming the kind of work: `replicate`, `control`, `topic-configs` or `follow`."""
 WORK_REPLICATE = "replicate"
 WORK_CONTROL = "control"
 WORK_TOPIC_CONFIGS = "topic-configs"
+WORK_FOLLOW = "follow"
 CHANGE_TAG = "mm2-assets/trigger"
 """Run tag saying why the run was requested (`new-topics`, `new-data`, `interval`...)."""
 
@@ -26,7 +27,7 @@ CHANGE_TAG = "mm2-assets/trigger"
 PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
 PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 
-_IN_PROGRESS = [
+IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -42,7 +43,7 @@ def work_in_flight(instance: dg.DagsterInstance, flow: FlowConfig, work: str) ->
     it would start a second Spark job for nothing).
     """
     runs = instance.get_run_records(
-        dg.RunsFilter(statuses=_IN_PROGRESS, tags={FLOW_TAG: flow.key, WORK_TAG: work}),
+        dg.RunsFilter(statuses=IN_PROGRESS, tags={FLOW_TAG: flow.key, WORK_TAG: work}),
         limit=1,
     )
     return bool(runs)

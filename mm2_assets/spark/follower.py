@@ -122,8 +122,13 @@ class Follower:
         flow: FlowConfig,
         spark: Callable[[], Any],
         reporter: FollowerReporter | None = None,
+        *,
+        slots: int | None = None,
     ) -> None:
+        """`spark` gives the session (called once, in `run`); `slots` overrides how many copy
+        tasks to run (default `follower_slots`)."""
         self.flow = flow
+        self._slots_override = slots
         self._spark = spark
         self.reporter = reporter or FollowerReporter()
         self.generation = 0
@@ -158,7 +163,7 @@ class Follower:
         """Follow until `stop` is set; raises FollowerError when the copy job fails."""
         flow = self.flow
         spark = self._spark()
-        self._slots = follower_slots(flow, spark)
+        self._slots = self._slots_override or follower_slots(flow, spark)
         # Fence every slot on the first layout: a crashed predecessor may have used them all.
         self._used_slots = self._slots
         tracker: ProgressTracker | None = None

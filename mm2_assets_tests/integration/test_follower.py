@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -160,3 +164,89 @@ def test_follower_copies_new_records_and_follows_new_topics(
     # Stopped cleanly: no transaction left open on the remote topics.
     assert open_transactions(backup, f"primary.{first}", 3) == []
     assert open_transactions(backup, f"primary.{second}", 2) == []
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = Path(sys.executable).parent / "mm2-assets"
+
+
+def start_follow(config: Path) -> subprocess.Popen[str]:
+    """`mm2-assets follow --config` in its own process group (to find what it leaves)."""
+    return subprocess.Popen(
+        [str(CLI), "follow", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is left (the JVM, Python workers...)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class SteadyProducer:
+    """Produces `total` records to `topic` over a few seconds, in a thread."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, total: int) -> None:
+        records = tricky_records(partitions, total // partitions, seed=21, ts0=recent_ms(500))
+        self.thread = threading.Thread(target=self._run, args=(bootstrap, topic, records))
+
+    def _run(self, bootstrap: str, topic: str, records: list) -> None:
+        for i in range(0, len(records), 50):
+            produce(bootstrap, topic, records[i : i + 50])
+            time.sleep(0.05)
+
+    def __enter__(self) -> SteadyProducer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.join(120)
+
+
+def test_follow_command_survives_sigkill_and_stops_cleanly_on_sigterm(
+    primary, backup, write_mm2_config
+) -> None:
+    """SIGKILL mid-stream, then a restart: every record exactly once. SIGTERM: exit 0, no
+    process left, no transaction left open."""
+    prefix = unique("follow-cli")
+    topic = f"{prefix}-a"
+    create_filled_topic(primary, topic, tricky_records(4, 50, seed=20, ts0=recent_ms(600)))
+    config = follower_config(write_mm2_config, prefix)
+
+    first = start_follow(config)
+    try:
+        wait_for("the backlog", replicated(primary, backup, topic, 4), timeout=120)
+        with SteadyProducer(primary, topic, 4, 2000):
+            time.sleep(2)
+            first.kill()  # SIGKILL, mid-stream, with transactions open
+            first.wait(30)
+            wait_for(
+                "the killed follower's JVM and workers to exit",
+                lambda: not group_alive(first.pid),
+                60,
+            )
+    finally:
+        if group_alive(first.pid):
+            os.killpg(first.pid, signal.SIGKILL)
+
+    second = start_follow(config)
+    try:
+        wait_for("the restarted follower to catch up", replicated(primary, backup, topic, 4), 120)
+        second.send_signal(signal.SIGTERM)
+        output, _ = second.communicate(timeout=60)
+        assert second.returncode == 0, output[-3000:]
+        wait_for("every process of the follower to exit", lambda: not group_alive(second.pid), 30)
+    finally:
+        if group_alive(second.pid):
+            os.killpg(second.pid, signal.SIGKILL)
+    assert "records" in output and "lag" in output, output[-2000:]
+    assert open_transactions(backup, f"primary.{topic}", 4) == []
+    assert replicated(primary, backup, topic, 4)()

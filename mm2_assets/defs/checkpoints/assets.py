@@ -27,7 +27,8 @@ _CHECKPOINT_COLUMNS = {
 }
 
 
-def _checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
+def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
+    """Materialization metadata of a checkpoint pass (per-group table and details)."""
     rows = [
         {
             "group": g.group,
@@ -72,7 +73,8 @@ _SYNC_COLUMNS = {
 }
 
 
-def _sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
+def group_sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
+    """Materialization metadata of a KIP-545 group offset sync pass."""
     rows = [
         {
             "group": g.group,
@@ -146,7 +148,7 @@ def checkpoints_asset(flow: FlowConfig, replicated_topics_key: dg.AssetKey) -> d
             f"{flow.name}: {run.emitted} checkpoints for {len(run.groups)} groups "
             f"to '{run.checkpoints_topic}'"
         )
-        yield dg.MaterializeResult(metadata=_checkpoint_metadata(run))
+        yield dg.MaterializeResult(metadata=checkpoint_metadata(run))
 
     return checkpoints
 
@@ -192,7 +194,7 @@ def synced_group_offsets_asset(
                     f"{flow.name}: group '{group.group}' {group.outcome} "
                     f"(target state {group.target_state}){detail}"
                 )
-        yield dg.MaterializeResult(metadata=_sync_metadata(run))
+        yield dg.MaterializeResult(metadata=group_sync_metadata(run))
 
     return synced_group_offsets
 

@@ -44,8 +44,10 @@ def group_listener_sensor(
     *,
     checkpoints: dg.AssetKey | None = None,
     synced_group_offsets: dg.AssetKey | None = None,
+    request_runs: bool = True,
 ) -> dg.SensorDefinition:
-    """The flow's group listener sensor (see the module docstring)."""
+    """The flow's group listener sensor (see the module docstring); without `request_runs`
+    (follow mode: the follower run checkpoints) it requests no runs."""
     selection: list[dg.AssetKey] = []
     if checkpoints is not None and flow.emit_checkpoints_enabled:
         selection.append(checkpoints)
@@ -56,7 +58,7 @@ def group_listener_sensor(
         _context: dg.SensorEvaluationContext, current: list[str], change: GroupSetChange
     ) -> Reaction:
         reaction = Reaction(changed=tuple(sorted({*change.added, *change.removed})))
-        if change.added and selection:
+        if change.added and selection and request_runs:
             reaction.run_requests.append(control_request(flow, selection, "new-groups"))
         if checkpoints is not None and change:
             reaction.observation = (

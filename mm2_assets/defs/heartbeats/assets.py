@@ -12,8 +12,21 @@ import dagster as dg
 
 from mm2_assets.defs.metadata import disabled_result
 from mm2_assets.kafka.admin import flow_admin, list_topics
-from mm2_assets.kafka.heartbeats import emit_heartbeat, hops_by_upstream
+from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
+
+
+def emission_metadata(emission: HeartbeatEmission) -> dict[str, object]:
+    """Materialization metadata of one emitted heartbeat."""
+    return {
+        "enabled": True,
+        "heartbeat_timestamp": dg.MetadataValue.timestamp(emission.heartbeat.timestamp / 1000.0),
+        "heartbeat_timestamp_ms": emission.heartbeat.timestamp,
+        "heartbeats_topic": emission.topic,
+        "cluster": emission.cluster,
+        "offset": emission.offset,
+        "created_topic": emission.created_topic,
+    }
 
 
 def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
@@ -55,15 +68,7 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
         upstream = sorted(hops)
         yield dg.MaterializeResult(
             metadata={
-                "enabled": True,
-                "heartbeat_timestamp": dg.MetadataValue.timestamp(
-                    emission.heartbeat.timestamp / 1000.0
-                ),
-                "heartbeat_timestamp_ms": emission.heartbeat.timestamp,
-                "heartbeats_topic": emission.topic,
-                "cluster": emission.cluster,
-                "offset": emission.offset,
-                "created_topic": emission.created_topic,
+                **emission_metadata(emission),
                 "upstream_clusters": dg.MetadataValue.json(upstream),
                 "replication_hops": dg.MetadataValue.json(hops),
             }

@@ -28,7 +28,7 @@ def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) ->
     )
 
 
-_PARTITION_COLUMNS = {
+PARTITION_COLUMNS = {  # the per-partition table of a materialization (pass or follower)
     "topic": "string",
     "partition": "int",
     "from_offset": "int",
@@ -54,7 +54,7 @@ def _partition_table(
                 "end_offset": s.end_offset,
             }
         )
-    return table_metadata(_PARTITION_COLUMNS, rows)
+    return table_metadata(PARTITION_COLUMNS, rows)
 
 
 def replicated_topics_asset(

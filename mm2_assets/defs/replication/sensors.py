@@ -7,7 +7,7 @@ the current upstream → downstream map. Then it:
 - adds a dynamic partition for every newly replicated topic and deletes the partitions of
   topics no longer replicated (deleted on the source, or excluded by the filter);
 - requests ONE run materializing `replicated_topics` (and `topic_configs`) for the new topics
-  only, as a partition range;
+  only, as a partition range (not in follow mode: the follower run picks them up);
 - when the map changed (or on the first tick), calls `TopicListener.topics_changed` with the
   whole map, then closes the listener. A listener failure is logged and alerted; the tick
   still applies the partitions, and the notification is retried on the next tick;
@@ -52,8 +52,13 @@ def topic_listener_sensor(
     partitions: dg.DynamicPartitionsDefinition,
     replicated_topics: dg.AssetKey,
     topic_configs: dg.AssetKey | None = None,
+    request_runs: bool = True,
 ) -> dg.SensorDefinition:
-    """The flow's topic listener sensor (see the module docstring)."""
+    """The flow's topic listener sensor (see the module docstring).
+
+    Without `request_runs` (follow mode: the follower picks new topics up itself) it keeps
+    the partitions and notifies, but requests no runs.
+    """
     selection: Sequence[dg.AssetKey] = [
         k for k in (replicated_topics, topic_configs) if k is not None
     ]
@@ -80,7 +85,7 @@ def topic_listener_sensor(
                 asset_selection=selection,
                 tags=run_tags(flow, WORK_REPLICATE, "new-topics"),
             )
-            if request is not None:
+            if request is not None and request_runs:
                 reaction.run_requests.append(request)
         if deleted:
             reaction.partition_requests.append(partitions.build_delete_request(deleted))

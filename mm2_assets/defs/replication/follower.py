@@ -1,0 +1,247 @@
+"""The follower run: a flow's continuous replication as one long-lived Dagster run.
+
+`<flow>__follower` is a job of one op that runs `mm2_assets.spark.follower.Follower` until the
+run is terminated (SIGTERM: the follower cancels its Spark job and fences its tasks, so no
+transaction stays open). What it does shows up on the flow's assets as it happens:
+
+- every report window, a materialization of `replicated_topics` for each topic that copied
+  records (records, lag and offsets per partition: the UI's freshness and lineage);
+- the interval work as materializations of `heartbeats` (once per window, with the count),
+  `checkpoints`, `synced_group_offsets` and `topic_configs` (per topic).
+
+The op records its process id and host as run tags, so the replication driver can tell a
+follower that died without a word (SIGKILL, OOM) from one that runs, and restart it.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the op's context and resource types.
+
+import os
+import socket
+import threading
+
+import dagster as dg
+
+from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
+from mm2_assets.defs.heartbeats.assets import emission_metadata
+from mm2_assets.defs.metadata import table_metadata
+from mm2_assets.defs.replication.assets import PARTITION_COLUMNS
+from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.run_requests import FLOW_TAG, IN_PROGRESS, WORK_FOLLOW, WORK_TAG, run_tags
+from mm2_assets.defs.topic_configs.assets import sync_metadata
+from mm2_assets.kafka.checkpoint_task import CheckpointRun
+from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
+from mm2_assets.kafka.heartbeats import HeartbeatEmission
+from mm2_assets.kafka.replication_plan import ReplicationPlan
+from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
+from mm2_assets.mm2.backoff import restart_delay
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+
+PID_TAG = "mm2-assets/follower-pid"
+"""Run tag: the process id of the follower run's worker."""
+HOST_TAG = "mm2-assets/follower-host"
+"""Run tag: the host the follower run's worker runs on."""
+
+
+class DagsterFollowerReporter(FollowerReporter):
+    """Reports a follower as asset events of the flow's assets (see the module docstring)."""
+
+    def __init__(
+        self,
+        context: dg.OpExecutionContext,
+        flow: FlowConfig,
+        keys: dict[str, dg.AssetKey],
+        partitions: dg.DynamicPartitionsDefinition | None,
+    ) -> None:
+        self.context = context
+        self.flow = flow
+        self.keys = keys
+        self.partitions = partitions
+
+    def _materialize(self, name: str, metadata: dict, partition: str | None = None) -> None:
+        key = self.keys.get(name)
+        if key is not None:
+            self.context.log_event(
+                dg.AssetMaterialization(asset_key=key, partition=partition, metadata=metadata)
+            )
+
+    def layout(self, plan: ReplicationPlan, generation: int) -> None:
+        topics = sorted(plan.remote_topics)
+        if self.partitions is not None and topics:
+            name = self.partitions.name
+            present = set(self.context.instance.get_dynamic_partitions(name))
+            missing = [t for t in topics if t not in present]
+            if missing:
+                self.context.instance.add_dynamic_partitions(name, missing)
+        for topic, reason in plan.skipped.items():
+            self.context.log.warning(f"{self.flow.name}: not replicating '{topic}': {reason}")
+        self.context.log.info(
+            f"{self.flow.name}: following {len(plan.states)} partitions of {len(topics)} topics "
+            f"with {len(plan.tasks)} tasks (layout {generation})"
+        )
+
+    def window(self, window: FollowerWindow) -> None:
+        seconds = max(window.ended_at - window.started_at, 1e-3)
+        total = 0
+        for topic, parts in sorted(window.by_topic().items()):
+            records = sum(p.records for p in parts)
+            total += records
+            if not records:
+                continue
+            rows = [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "from_offset": p.next_offset - p.records,
+                    "to_offset": p.next_offset,
+                    "records": p.records,
+                    "end_offset": p.end_offset,
+                }
+                for p in parts
+            ]
+            self._materialize(
+                "replicated_topics",
+                {
+                    "mode": "follow",
+                    "records_copied": records,
+                    "remaining_lag_records": sum(p.lag for p in parts),
+                    "window_seconds": round(seconds, 3),
+                    "records_per_second": round(records / seconds, 1),
+                    "remote_topic": parts[0].remote_topic,
+                    "layout": window.generation,
+                    "partitions": table_metadata(PARTITION_COLUMNS, rows),
+                },
+                partition=topic,
+            )
+        lag = sum(p.lag for p in window.partitions)
+        # A line per window: the run's log shows it is alive, and what it does.
+        self.context.log.debug(
+            f"{self.flow.name}: {total} records in {seconds:.1f}s, lag {lag} records"
+        )
+
+    def heartbeats(self, emission: HeartbeatEmission, count: int) -> None:
+        self._materialize("heartbeats", {**emission_metadata(emission), "emitted": count})
+
+    def checkpoints(self, run: CheckpointRun) -> None:
+        self._materialize("checkpoints", checkpoint_metadata(run))
+
+    def group_offsets(self, run: GroupOffsetSyncRun) -> None:
+        self._materialize("synced_group_offsets", group_sync_metadata(run))
+
+    def topic_configs(self, result: TopicConfigSyncResult, seconds: float) -> None:
+        metadata = sync_metadata(
+            self.flow, result, configs_synced=self.flow.sync_topic_configs_enabled, seconds=seconds
+        )
+        for topic in sorted(result.diffs):
+            self._materialize("topic_configs", metadata, partition=topic)
+
+    def problem(self, what: str, error: BaseException) -> None:
+        self.context.log.warning(f"{self.flow.name}: {what} failed (retried): {error}")
+
+
+def follower_job(
+    flow: FlowConfig,
+    *,
+    partitions: dg.DynamicPartitionsDefinition | None,
+    keys: dict[str, dg.AssetKey],
+) -> dg.JobDefinition:
+    """The flow's follower job, `<flow.key>__follower` (see the module docstring).
+
+    `keys` maps `replicated_topics`, `heartbeats`, `checkpoints`, `synced_group_offsets` and
+    `topic_configs` to the flow's asset keys (missing names are not reported).
+    """
+
+    @dg.op(
+        name=f"{flow.key}__follow",
+        description=f"Follows every replicated topic of flow {flow.name} until terminated.",
+        tags={"kind": "spark"},
+    )
+    def follow(context: dg.OpExecutionContext, spark: SparkResource) -> None:
+        context.instance.add_run_tags(
+            context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+        )
+        reporter = DagsterFollowerReporter(context, flow, keys, partitions)
+        # Runs until Dagster interrupts it (terminate, SIGTERM): the follower stops cleanly on
+        # the interruption, in its `finally`.
+        Follower(flow, lambda: spark.spark_session, reporter).run(threading.Event())
+
+    @dg.job(
+        name=f"{flow.key}__follower",
+        description=(
+            f"Continuous replication of flow {flow.name} ({flow.source.alias} -> "
+            f"{flow.target.alias}), kept running by the flow's replication driver."
+        ),
+        tags={FLOW_TAG: flow.key},
+        executor_def=dg.in_process_executor,
+    )
+    def follower() -> None:
+        follow()
+
+    return follower
+
+
+def follower_alive(tags: dict[str, str]) -> bool | None:
+    """Whether the follower run with these tags still has a live process: None when that
+    cannot be told from here (no pid yet, or another host)."""
+    pid, host = tags.get(PID_TAG), tags.get(HOST_TAG)
+    if not pid or host != socket.gethostname():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return None
+    return True
+
+
+# A follower that ran this long before failing had recovered: its failure starts a new streak.
+_HEALTHY_RUN_SECONDS = 600.0
+_RESTART_CAP_SECONDS = 600.0
+_ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def follower_request(
+    instance: dg.DagsterInstance, flow: FlowConfig, job_name: str, *, base_delay: float, now: float
+) -> tuple[dg.RunRequest | None, str]:
+    """The run request that keeps one follower of `flow` alive, or None and why not.
+
+    A follower run in flight is left alone, unless its process is gone (killed without a
+    word): that run is marked failed. After failed runs the next start waits a back-off that
+    doubles per failure in a row (from `base_delay`, up to 10 minutes, with jitter).
+    """
+    records = instance.get_run_records(
+        dg.RunsFilter(tags={FLOW_TAG: flow.key, WORK_TAG: WORK_FOLLOW}), limit=20
+    )
+    for record in records:
+        run = record.dagster_run
+        if run.status not in IN_PROGRESS:
+            continue
+        if follower_alive(run.tags) is False:
+            instance.report_run_failed(run, "the follower's process is gone (killed?)")
+            continue
+        return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
+    failures = 0
+    last_end = 0.0
+    seed = ""
+    for record in records:
+        run = instance.get_run_by_id(record.dagster_run.run_id) or record.dagster_run
+        if run.status not in _ENDED_BADLY:
+            if run.status in IN_PROGRESS:
+                continue  # just marked failed above; the fresh record says so
+            break
+        ended = record.end_time or now
+        if failures == 0:
+            last_end, seed = ended, run.run_id
+        failures += 1
+        if record.start_time and ended - record.start_time >= _HEALTHY_RUN_SECONDS:
+            break
+    delay = restart_delay(failures, base_delay, _RESTART_CAP_SECONDS, seed)
+    if failures and now < last_end + delay:
+        return None, (
+            f"restarting the follower in {last_end + delay - now:.0f}s ({failures} failed in a row)"
+        )
+    trigger = "restart" if failures else "start"
+    return dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger)), (
+        f"{trigger}ing the follower"
+    )

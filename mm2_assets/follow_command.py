@@ -1,0 +1,110 @@
+"""`mm2-assets follow`: every enabled flow's follower in the foreground, for operators and
+benchmarks.
+
+One process, one local Spark session; each flow's follower runs in a thread and gets its
+share of the Spark slots. It prints one line per flow and report window. Ctrl-C or SIGTERM
+stops every follower cleanly (Spark jobs cancelled, tasks fenced, no transaction left open)
+and exits 0; a follower that fails stops the others and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from mm2_assets.defs.resources import SparkResource
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.replication_plan import ReplicationPlan
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+
+
+class PrintingReporter(FollowerReporter):
+    """One line per layout, window and problem, on stdout/stderr."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+
+    def _print(self, text: str, *, error: bool = False) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(
+            f"{stamp} {self.flow.name}: {text}",
+            file=sys.stderr if error else sys.stdout,
+            flush=True,
+        )
+
+    def layout(self, plan: ReplicationPlan, generation: int) -> None:
+        self._print(
+            f"following {len(plan.states)} partitions of {len(plan.remote_topics)} topics "
+            f"with {len(plan.tasks)} tasks (layout {generation})"
+        )
+        for topic, reason in plan.skipped.items():
+            self._print(f"not replicating '{topic}': {reason}", error=True)
+
+    def window(self, window: FollowerWindow) -> None:
+        seconds = max(window.ended_at - window.started_at, 1e-3)
+        records = sum(p.records for p in window.partitions)
+        lag = sum(p.lag for p in window.partitions)
+        self._print(f"{records} records ({records / seconds:.0f}/s), lag {lag} records")
+
+    def problem(self, what: str, error: BaseException) -> None:
+        self._print(f"{what} failed (retried): {error}", error=True)
+
+
+def _spark_for(flows: int) -> tuple[SparkResource, int]:
+    """A local Spark resource with at least one slot per flow, and the slots per flow."""
+    slots = max(os.cpu_count() or 1, flows)
+    return SparkResource(master=f"local[{slots}]"), max(1, slots // flows)
+
+
+def follow(config_path: Path) -> int:
+    """Run every enabled flow's follower until Ctrl-C / SIGTERM (see the module docstring)."""
+    config = load_checked_config(config_path)
+    flows = list(config.flows)
+    if not flows:
+        print(f"mm2-assets: {config_path}: no enabled flow to follow", file=sys.stderr)
+        return 1
+    spark, per_flow = _spark_for(len(flows))
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def run(flow: FlowConfig) -> None:
+        try:
+            Follower(flow, lambda: spark.spark_session, PrintingReporter(flow), slots=per_flow).run(
+                stop
+            )
+        except Exception as exc:
+            failures.append(f"{flow.name}: {exc}")
+            stop.set()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    threads = [threading.Thread(target=run, args=(f,), name=f.name) for f in flows]
+    try:
+        for thread in threads:
+            thread.start()
+        while any(t.is_alive() for t in threads):
+            stop.wait(0.5)
+            if stop.is_set():
+                for thread in threads:
+                    thread.join()
+    finally:
+        stop.set()
+        for thread in threads:
+            if thread.is_alive():
+                thread.join()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        session = spark._session
+        if session is not None:
+            session.stop()
+    for failure in failures:
+        print(f"mm2-assets follow: {failure}", file=sys.stderr)
+    return 1 if failures else 0
