@@ -76,9 +76,7 @@ def replication_driver_sensor(
         for k in (replicated_topics, topic_configs, checkpoints, synced_group_offsets, heartbeats)
         if k is not None
     ]
-    if follower is not None:
-        targets = [follower]
-    if not targets:
+    if not targets and follower is None:
         return None
     if partitions is None:
         replicated_topics = topic_configs = None  # partitioned assets need the partitions
@@ -114,7 +112,7 @@ def replication_driver_sensor(
             "evaluates the health checks."
         ),
         minimum_interval_seconds=tick,
-        target=targets,
+        target=follower if follower is not None else targets,
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def replication_driver(context: dg.SensorEvaluationContext) -> dg.SensorResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,13 +12,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.replication_plan import ReplicationPlan
-from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
@@ -211,11 +214,17 @@ class SteadyProducer:
         self.thread.join(120)
 
 
-def test_follow_command_survives_sigkill_and_stops_cleanly_on_sigterm(
+def stop_group(proc: subprocess.Popen) -> None:
+    """Test clean-up: SIGKILL whatever is left of `proc`'s process group."""
+    if group_alive(proc.pid):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_follow_command_stops_cleanly_on_sigterm_and_survives_sigkill(
     primary, backup, write_mm2_config
 ) -> None:
-    """SIGKILL mid-stream, then a restart: every record exactly once. SIGTERM: exit 0, no
-    process left, no transaction left open."""
+    """SIGTERM mid-stream: exit 0 at once, no process and no open transaction left. SIGKILL
+    mid-stream, then a restart: every record exactly once."""
     prefix = unique("follow-cli")
     topic = f"{prefix}-a"
     create_filled_topic(primary, topic, tricky_records(4, 50, seed=20, ts0=recent_ms(600)))
@@ -226,27 +235,150 @@ def test_follow_command_survives_sigkill_and_stops_cleanly_on_sigterm(
         wait_for("the backlog", replicated(primary, backup, topic, 4), timeout=120)
         with SteadyProducer(primary, topic, 4, 2000):
             time.sleep(2)
-            first.kill()  # SIGKILL, mid-stream, with transactions open
-            first.wait(30)
-            wait_for(
-                "the killed follower's JVM and workers to exit",
-                lambda: not group_alive(first.pid),
-                60,
-            )
+            first.send_signal(signal.SIGTERM)  # while transactions are open
+            output, _ = first.communicate(timeout=60)
+            # Right away, not after the broker's transaction timeout: aborted or committed.
+            assert open_transactions(backup, f"primary.{topic}", 4) == []
+        assert first.returncode == 0, output[-3000:]
+        assert "records" in output and "lag" in output, output[-2000:]
+        wait_for("every process of the follower to exit", lambda: not group_alive(first.pid), 30)
     finally:
-        if group_alive(first.pid):
-            os.killpg(first.pid, signal.SIGKILL)
+        stop_group(first)
 
     second = start_follow(config)
     try:
-        wait_for("the restarted follower to catch up", replicated(primary, backup, topic, 4), 120)
-        second.send_signal(signal.SIGTERM)
-        output, _ = second.communicate(timeout=60)
-        assert second.returncode == 0, output[-3000:]
-        wait_for("every process of the follower to exit", lambda: not group_alive(second.pid), 30)
+        with SteadyProducer(primary, topic, 4, 2000):
+            time.sleep(4)
+            second.kill()  # SIGKILL, mid-stream, with transactions open
+            second.wait(30)
+        wait_for(
+            "the killed follower's JVM and workers to exit", lambda: not group_alive(second.pid), 60
+        )
     finally:
-        if group_alive(second.pid):
-            os.killpg(second.pid, signal.SIGKILL)
-    assert "records" in output and "lag" in output, output[-2000:]
+        stop_group(second)
+
+    third = start_follow(config)
+    try:
+        wait_for("the restarted follower to catch up", replicated(primary, backup, topic, 4), 120)
+        third.send_signal(signal.SIGTERM)
+        third.communicate(timeout=60)
+        assert third.returncode == 0
+    finally:
+        stop_group(third)
     assert open_transactions(backup, f"primary.{topic}", 4) == []
     assert replicated(primary, backup, topic, 4)()
+
+
+def driver_tick(defs: dg.Definitions, instance: dg.DagsterInstance, flow: FlowConfig):
+    """One evaluation of the flow's replication driver, as the daemon does it."""
+    name = f"{flow.key}__replication_driver"
+    context = dg.build_sensor_context(
+        instance=instance, instance_ref=instance.get_ref(), definitions=defs, sensor_name=name
+    )
+    return defs.get_repository_def().get_sensor_def(name).evaluate_tick(context)
+
+
+def launch_run(request: dg.RunRequest, config: Path, home: Path, log: Path) -> subprocess.Popen:
+    """Launch the requested follower run as the daemon would: a run worker process of its own
+    (`dagster job execute`), in its own process group."""
+    dagster = Path(sys.executable).parent / "dagster"
+    return subprocess.Popen(
+        [
+            str(dagster), "job", "execute", "-m", "mm2_assets.definitions",
+            "-j", str(request.job_name), "--tags", json.dumps(dict(request.tags)),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(home), CONFIG_ENV: str(config)},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def materialized_partitions(instance: dg.DagsterInstance, key: dg.AssetKey) -> set[str]:
+    """Partitions of `key` with at least one materialization."""
+    records = instance.fetch_materializations(key, limit=1000).records
+    return {r.partition_key for r in records if r.partition_key}
+
+
+def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
+    primary, backup, write_mm2_config, tmp_path
+) -> None:
+    prefix = unique("follow-run")
+    topic = f"{prefix}-a"
+    create_filled_topic(primary, topic, tricky_records(2, 60, seed=30, ts0=recent_ms(600)))
+    config = follower_config(
+        write_mm2_config,
+        prefix,
+        "mm2assets.driver.interval.seconds = 1\n"
+        "heartbeats.replication.enabled = false\n"
+        "emit.heartbeats.interval.seconds = 2\n",
+    )
+    flow = load_checked_config(config).flows[0]
+    defs = build_definitions(load_checked_config(config))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    instance = dg.DagsterInstance.from_config(str(home))
+    job = f"{flow.key}__follower"
+    runs: list[subprocess.Popen] = []
+    try:
+        # No follower yet: the driver starts one.
+        data = driver_tick(defs, instance, flow)
+        assert [r.job_name for r in data.run_requests] == [job]
+        runs.append(launch_run(data.run_requests[0], config, home, tmp_path / "run1.log"))
+        wait_for("the backlog", replicated(primary, backup, topic, 2), 120)
+        key = dg.AssetKey([flow.key, "replicated_topics"])
+        wait_for(
+            "the follower's materializations",
+            lambda: topic in materialized_partitions(instance, key),
+        )
+        wait_for(
+            "a heartbeat reported by the follower",
+            lambda: (
+                instance.fetch_materializations(
+                    dg.AssetKey([flow.key, "heartbeats"]), limit=1
+                ).records
+            ),
+        )
+        # Running: the driver leaves it alone.
+        assert driver_tick(defs, instance, flow).run_requests == []
+
+        # Killed without a word, with records still arriving.
+        with SteadyProducer(primary, topic, 2, 1000):
+            time.sleep(1.5)
+            runs[0].kill()
+            runs[0].wait(30)
+        wait_for("the killed run's processes to exit", lambda: not group_alive(runs[0].pid), 60)
+        # The driver notices, marks the run failed and restarts it after a short back-off.
+        restart: list[dg.RunRequest] = []
+
+        def restarted() -> bool:
+            restart.extend(driver_tick(defs, instance, flow).run_requests)
+            return bool(restart)
+
+        wait_for("the driver to restart the follower", restarted, 30)
+        assert restart[0].tags["mm2-assets/trigger"] == "restart"
+        failed = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        assert len(failed) == 1
+        runs.append(launch_run(restart[0], config, home, tmp_path / "run2.log"))
+        wait_for("the restarted follower", replicated(primary, backup, topic, 2), 120)
+
+        # SIGTERM (what terminating the run does) mid-stream: a clean stop.
+        with SteadyProducer(primary, topic, 2, 1000):
+            time.sleep(1.5)
+            runs[1].send_signal(signal.SIGTERM)
+            runs[1].wait(60)
+            assert open_transactions(backup, f"primary.{topic}", 2) == []
+        wait_for("the stopped run's processes to exit", lambda: not group_alive(runs[1].pid), 30)
+    finally:
+        for run in runs:
+            stop_group(run)
+    # Everything produced before the SIGTERM was copied exactly once: a third run takes the
+    # rest, and the copy is then identical.
+    runs.append(launch_run(restart[0], config, home, tmp_path / "run3.log"))
+    try:
+        wait_for("the third follower", replicated(primary, backup, topic, 2), 120)
+    finally:
+        runs[2].send_signal(signal.SIGTERM)
+        runs[2].wait(60)
+        stop_group(runs[2])
