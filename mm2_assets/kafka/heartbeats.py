@@ -63,17 +63,26 @@ def heartbeats_topic(flow: FlowConfig) -> str:
     return flow.replication_policy().heartbeats_topic()
 
 
+def heartbeat_producer(flow: FlowConfig) -> Producer:
+    """An idempotent producer for the flow's heartbeats, on the target."""
+    return Producer(
+        {**client_config(flow, "target", "producer"), "enable.idempotence": True, "acks": "all"}
+    )
+
+
 def emit_heartbeat(
     flow: FlowConfig,
     *,
     now_ms: int | None = None,
     admin: AdminClient | None = None,
     existing: Mapping[str, TopicInfo] | None = None,
+    producer: Producer | None = None,
 ) -> HeartbeatEmission:
     """Write one `Heartbeat(source, target, now)` to the heartbeats topic on the target.
 
     `admin` and `existing` (the target's admin client and topics) let a caller that lists the
-    target anyway spare this a second listing.
+    target anyway spare this a second listing; a caller emitting every second passes its own
+    idempotent `producer` too.
     """
     topic = heartbeats_topic(flow)
     timeout = flow.admin_timeout_ms / 1000.0
@@ -88,9 +97,8 @@ def emit_heartbeat(
     )
     timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
     heartbeat = Heartbeat(flow.source.alias, flow.target.alias, timestamp)
-    producer = Producer(
-        {**client_config(flow, "target", "producer"), "enable.idempotence": True, "acks": "all"}
-    )
+    if producer is None:
+        producer = heartbeat_producer(flow)
     delivered: list[tuple[object, int]] = []
     producer.produce(
         topic,

@@ -26,10 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
-from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat
+from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
 from mm2_assets.kafka.progress_store import ProgressTracker
 from mm2_assets.kafka.replication_plan import (
     ReplicationPlan,
@@ -137,6 +140,10 @@ class Follower:
         self._layout: dict[str, int] = {}
         self._slots = 1
         self._used_slots = 0
+        self._heartbeats_sent = 0
+        self._last_heartbeat: HeartbeatEmission | None = None
+        self._heartbeat_clients: tuple[AdminClient, Producer] | None = None
+        self._heartbeat_topics: dict[str, TopicInfo] | None = None
 
     def _replicated_layout(self) -> dict[str, int]:
         """Source topics the flow replicates now, with their partition counts."""
@@ -197,8 +204,6 @@ class Follower:
         next_refresh = now + refresh_every
         window_start = time.time()
         before = {k: p.next_offset for k, p in tracker.refresh().items()}
-        self._heartbeats_sent = 0
-        self._last_heartbeat: HeartbeatEmission | None = None
         while not stop.is_set():
             job = self.job
             if job is not None and job.error is not None:
@@ -273,7 +278,19 @@ class Follower:
         return {**before, **now}
 
     def _heartbeat(self) -> None:
-        self._last_heartbeat = emit_heartbeat(self.flow)
+        # One producer and one target listing for every heartbeat of this follower: it emits
+        # every second by default.
+        flow = self.flow
+        if self._heartbeat_clients is None:
+            admin = flow_admin(flow, "target")
+            self._heartbeat_clients = (admin, heartbeat_producer(flow))
+        admin, producer = self._heartbeat_clients
+        emission = emit_heartbeat(
+            flow, admin=admin, existing=self._heartbeat_topics, producer=producer
+        )
+        if self._heartbeat_topics is None or emission.created_topic:
+            self._heartbeat_topics = list_topics(admin, cluster=flow.target.alias)
+        self._last_heartbeat = emission
         self._heartbeats_sent += 1
 
     def _checkpoints(self) -> None:

@@ -38,6 +38,9 @@ def follower_config(write_mm2_config: Callable[..., Path], prefix: str, extra: s
     """A flow following only `prefix`-* topics, with short intervals."""
     return write_mm2_config(
         f"topics = {prefix}-.*\n"
+        # Heartbeats topics bypass the topic filter (MM2): other tests' `heartbeats` on the
+        # shared clusters must not join this flow's exact topic set.
+        "heartbeats.replication.enabled = false\n"
         "refresh.topics.interval.seconds = 1\n"
         "mm2assets.replication.mode = follow\n"
         "mm2assets.follower.report.interval.seconds = 1\n"
@@ -46,14 +49,20 @@ def follower_config(write_mm2_config: Callable[..., Path], prefix: str, extra: s
     )
 
 
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = 90.0) -> None:
-    """Poll `condition` until it holds; fail naming `what` after `timeout` seconds."""
+def wait_for(
+    what: str,
+    condition: Callable[[], object],
+    timeout: float = 90.0,
+    state: Callable[[], object] | None = None,
+) -> None:
+    """Poll `condition` until it holds; fail naming `what` (and `state()`) after `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    seen = f"; last seen: {state()}" if state is not None else ""
+    raise AssertionError(f"timed out waiting for {what}{seen}")
 
 
 def replicated(primary: str, backup: str, topic: str, partitions: int) -> Callable[[], bool]:
@@ -156,6 +165,11 @@ def test_follower_copies_new_records_and_follows_new_topics(
                 {p.topic for p in w.partitions} == {first, second}
                 and all(p.lag == 0 for p in w.partitions)
                 for w in running.reporter.windows
+            ),
+            state=lambda: (
+                running.reporter.windows[-1:],
+                running.reporter.problems,
+                [g for g, _ in running.reporter.layouts],
             ),
         )
     assert running.error is None, running.error
@@ -311,7 +325,6 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
         write_mm2_config,
         prefix,
         "mm2assets.driver.interval.seconds = 1\n"
-        "heartbeats.replication.enabled = false\n"
         "emit.heartbeats.interval.seconds = 2\n",
     )
     flow = load_checked_config(config).flows[0]
