@@ -182,6 +182,30 @@ def offset_syncs_for_batch(
     return [(first_upstream + i, first_downstream + i) for i in indexes]
 
 
+def throttle_offset_syncs(
+    syncs: list[tuple[int, int]], upstream: array, last_synced: int | None, offset_lag_max: int
+) -> tuple[list[tuple[int, int]], int | None, tuple[int, int] | None]:
+    """A follower's share of one transaction's `syncs` (see `_Copier._syncs`).
+
+    Keeps the syncs at upstream gaps (either side) and those at least `offset_lag_max`
+    upstream offsets past the last written one (`last_synced`; None: nothing written yet, so
+    the first is kept). Returns the kept syncs, the new last written upstream offset, and the
+    newest mapping when it was not kept (to be written once the partition goes quiet).
+    """
+    gap_edges: set[int] = set()
+    if upstream[-1] - upstream[0] != len(upstream) - 1:
+        for i in range(1, len(upstream)):
+            if upstream[i] != upstream[i - 1] + 1:
+                gap_edges.update((upstream[i - 1], upstream[i]))
+    kept: list[tuple[int, int]] = []
+    for up, down in syncs:
+        if up in gap_edges or last_synced is None or up - last_synced >= offset_lag_max:
+            kept.append((up, down))
+            last_synced = up
+    newest = syncs[-1]
+    return kept, last_synced, None if kept and kept[-1] == newest else newest
+
+
 def _offset_syncs_by_scan(
     upstream: array, first_downstream: int, step: int
 ) -> list[tuple[int, int]]:
@@ -504,20 +528,9 @@ class _Copier:
         )
         if not self.spec.follows:
             return syncs
-        ups = batch.upstream
-        gap_edges: set[int] = set()
-        if ups[-1] - ups[0] != len(ups) - 1:
-            for i in range(1, len(ups)):
-                if ups[i] != ups[i - 1] + 1:
-                    gap_edges.update((ups[i - 1], ups[i]))
-        out: list[tuple[int, int]] = []
-        for upstream, downstream in syncs:
-            last = lane.last_synced_upstream
-            if upstream in gap_edges or last is None or upstream - last >= self.spec.offset_lag_max:
-                out.append((upstream, downstream))
-                lane.last_synced_upstream = upstream
-        newest = syncs[-1]
-        lane.pending_sync = None if out and out[-1] == newest else newest
+        out, lane.last_synced_upstream, lane.pending_sync = throttle_offset_syncs(
+            syncs, batch.upstream, lane.last_synced_upstream, self.spec.offset_lag_max
+        )
         return out
 
     def _commit(self) -> None:

@@ -46,6 +46,10 @@ class ReplicationPlan:
 
 T = TypeVar("T")
 
+# Followers commit progress every few hundred ms per partition; compaction never touches the
+# active segment, so roll it every 10 minutes or every reader would read hours of history.
+PROGRESS_TOPIC_CONFIG = {**COMPACTED, "segment.ms": str(10 * 60 * 1000)}
+
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
     """Stable per flow and source partition: a new attempt fences the previous one."""
@@ -113,7 +117,7 @@ def ensure_internal_topics(
         name,
         partitions=PROGRESS_PARTITIONS,
         replication_factor=flow.offset_syncs_topic_replication_factor,
-        config=COMPACTED,
+        config=PROGRESS_TOPIC_CONFIG,
         cluster=flow.target.alias,
         existing=target_topics,
     ):

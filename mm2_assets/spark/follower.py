@@ -182,6 +182,9 @@ class Follower:
             self._stop_job()
             if tracker is not None:
                 tracker.close()
+            if self._heartbeat_clients is not None:
+                self._heartbeat_clients[1].flush(5)
+                self._heartbeat_clients = None
 
     def _follow(self, spark: Any, stop: threading.Event, tracker: ProgressTracker) -> None:
         flow = self.flow
@@ -203,7 +206,10 @@ class Follower:
         next_report = now + report_every
         next_refresh = now + refresh_every
         window_start = time.time()
-        before = {k: p.next_offset for k, p in tracker.refresh().items()}
+        # Counted from the progress the plan saw, before the copy tasks started.
+        plan = self.plan
+        before = {(s.topic, s.partition): s.next_offset for s in plan.states} if plan else {}
+        tracker.refresh()
         while not stop.is_set():
             job = self.job
             if job is not None and job.error is not None:

@@ -324,8 +324,7 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
     config = follower_config(
         write_mm2_config,
         prefix,
-        "mm2assets.driver.interval.seconds = 1\n"
-        "emit.heartbeats.interval.seconds = 2\n",
+        "mm2assets.driver.interval.seconds = 1\nemit.heartbeats.interval.seconds = 2\n",
     )
     flow = load_checked_config(config).flows[0]
     defs = build_definitions(load_checked_config(config))

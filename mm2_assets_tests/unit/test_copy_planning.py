@@ -12,7 +12,10 @@ from mm2_assets.kafka.copy_task import (
     PartitionRange,
     _offset_syncs_by_scan,
     offset_syncs_for_batch,
+    throttle_offset_syncs,
 )
+from mm2_assets.kafka.replication_plan import spread
+from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
@@ -102,3 +105,50 @@ def test_tasks_follow_partitions_unless_capped() -> None:
     assert len(capped) == 3
     assert sorted(x for group in capped for x in group) == specs
     assert assign_tasks([], None) == []
+
+
+def test_follower_offset_syncs_are_throttled_to_offset_lag_max() -> None:
+    # Many small transactions of one partition, 7 records each, no gaps.
+    last: int | None = None
+    written: list[tuple[int, int]] = []
+    pending = None
+    for start in range(0, 700, 7):
+        upstream = array("q", range(start, start + 7))
+        syncs = offset_syncs_for_batch(upstream, start + 1000, start + 1006, 100)
+        kept, last, pending = throttle_offset_syncs(syncs, upstream, last, 100)
+        written.extend(kept)
+    # The first record, then one sync per 100 upstream offsets, not two per transaction.
+    assert written[0] == (0, 1000)
+    assert [u for u, _ in written] == [0, 104, 209, 314, 419, 524, 629]
+    assert all(d - u == 1000 for u, d in written)
+    # The newest mapping is held back for when the partition goes quiet.
+    assert pending == (699, 1699)
+
+
+def test_follower_offset_syncs_keep_both_sides_of_a_gap() -> None:
+    upstream = array("q", [10, 11, 12, 20, 21])
+    syncs = offset_syncs_for_batch(upstream, 500, 504, 100)
+    kept, last, pending = throttle_offset_syncs(syncs, upstream, 0, 100)
+    assert kept == [(12, 502), (20, 503)]
+    assert last == 20
+    assert pending == (21, 504)
+
+
+def test_restart_delay_doubles_with_jitter_up_to_the_cap() -> None:
+    assert restart_delay(0, 10, 600, "run") == 0.0
+    delays = [restart_delay(n, 10, 600, "run-a") for n in range(1, 10)]
+    assert 8 <= delays[0] <= 12
+    assert 16 <= delays[1] <= 24
+    assert all(d <= 600 * 1.2 for d in delays)
+    assert delays[-1] >= 600 * 0.8
+    # The same failure always gets the same delay; different failures are spread.
+    assert restart_delay(3, 10, 600, "run-a") == restart_delay(3, 10, 600, "run-a")
+    assert len({restart_delay(3, 10, 600, f"run-{i}") for i in range(10)}) > 1
+
+
+def test_spread_keeps_a_topics_partitions_apart() -> None:
+    items = [("t", p) for p in range(5)]
+    groups = spread(items, 2)
+    assert groups == [[("t", 0), ("t", 2), ("t", 4)], [("t", 1), ("t", 3)]]
+    assert spread(items, None) == [[i] for i in items]
+    assert spread([], 3) == []
