@@ -68,7 +68,16 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         if flow.name not in enabled:
             heartbeats = heartbeats_asset(flow)
             assets.append(heartbeats)
-            sensors.extend(flow_automation(flow, partitions=None, heartbeats=heartbeats).sensors)
+            follower = None
+            if flow.mm2assets_replication_mode == "follow":
+                # Heartbeats every second from a long-lived run, not a run per heartbeat.
+                follower = follower_job(flow, partitions=None, keys={"heartbeats": heartbeats.key})
+                jobs.append(follower)
+            sensors.extend(
+                flow_automation(
+                    flow, partitions=None, heartbeats=heartbeats, follower=follower
+                ).sensors
+            )
     return dg.Definitions(
         assets=assets,
         asset_checks=checks,

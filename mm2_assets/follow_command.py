@@ -1,5 +1,5 @@
 """`mm2-assets follow`: every enabled flow's follower in the foreground, for operators and
-benchmarks.
+benchmarks (and, as MM2 does, heartbeats for the pairs that are not enabled).
 
 One process, one local Spark session; each flow's follower runs in a thread and gets its
 share of the Spark slots. It prints one line per flow and report window. Ctrl-C or SIGTERM
@@ -65,11 +65,13 @@ def _spark_for(flows: int) -> tuple[SparkResource, int]:
 def follow(config_path: Path) -> int:
     """Run every enabled flow's follower until Ctrl-C / SIGTERM (see the module docstring)."""
     config = load_checked_config(config_path)
-    flows = list(config.flows)
-    if not flows:
+    if not config.flows:
         print(f"mm2-assets: {config_path}: no enabled flow to follow", file=sys.stderr)
         return 1
-    spark, per_flow = _spark_for(len(flows))
+    # MM2 emits heartbeats for every pair, enabled or not; those pairs need no Spark slot.
+    enabled = {flow.name for flow in config.flows}
+    flows = [*config.flows, *(f for f in config.heartbeat_flows if f.name not in enabled)]
+    spark, per_flow = _spark_for(len(config.flows))
     stop = threading.Event()
     failures: list[str] = []
 

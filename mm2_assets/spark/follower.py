@@ -169,14 +169,18 @@ class Follower:
     def run(self, stop: threading.Event) -> None:
         """Follow until `stop` is set; raises FollowerError when the copy job fails."""
         flow = self.flow
-        spark = self._spark()
-        self._slots = self._slots_override or follower_slots(flow, spark)
-        # Fence every slot on the first layout: a crashed predecessor may have used them all.
-        self._used_slots = self._slots
+        # A pair that is not enabled only emits heartbeats (MM2 runs the heartbeat connector
+        # for every pair): no Spark, no copy tasks.
+        spark = self._spark() if flow.enabled else None
         tracker: ProgressTracker | None = None
         try:
-            self._start_layout(spark, self._replicated_layout())
-            tracker = ProgressTracker(flow)
+            if flow.enabled:
+                self._slots = self._slots_override or follower_slots(flow, spark)
+                # Fence every slot on the first layout: a crashed predecessor may have used
+                # them all.
+                self._used_slots = self._slots
+                self._start_layout(spark, self._replicated_layout())
+                tracker = ProgressTracker(flow)
             self._follow(spark, stop, tracker)
         finally:
             self._stop_job()
@@ -186,20 +190,21 @@ class Follower:
                 self._heartbeat_clients[1].flush(5)
                 self._heartbeat_clients = None
 
-    def _follow(self, spark: Any, stop: threading.Event, tracker: ProgressTracker) -> None:
+    def _follow(self, spark: Any, stop: threading.Event, tracker: ProgressTracker | None) -> None:
         flow = self.flow
+        replicates = tracker is not None
         now = time.monotonic()
         report_every = flow.mm2assets_follower_report_interval_seconds
         refresh_every = flow.refresh_topics_interval_seconds
         schedule: list[tuple[str, bool, float, Callable[[], None]]] = [
             ("heartbeats", flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds,
              self._heartbeat),
-            ("checkpoints", flow.emit_checkpoints_enabled,
+            ("checkpoints", replicates and flow.emit_checkpoints_enabled,
              flow.emit_checkpoints_interval_seconds, self._checkpoints),
             ("group offset sync",
-             flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
+             replicates and flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
              flow.sync_group_offsets_interval_seconds, self._group_offsets),
-            ("topic config sync", True, flow.sync_topic_configs_interval_seconds,
+            ("topic config sync", replicates, flow.sync_topic_configs_interval_seconds,
              self._topic_configs),
         ]  # fmt: skip
         due = {name: now for name, enabled, _, _ in schedule if enabled}
@@ -209,7 +214,8 @@ class Follower:
         # Counted from the progress the plan saw, before the copy tasks started.
         plan = self.plan
         before = {(s.topic, s.partition): s.next_offset for s in plan.states} if plan else {}
-        tracker.refresh()
+        if tracker is not None:
+            tracker.refresh()
         while not stop.is_set():
             job = self.job
             if job is not None and job.error is not None:
@@ -224,7 +230,7 @@ class Follower:
                         work()
                     except Exception as exc:  # interval work must not stop replication
                         self.reporter.problem(name, exc)
-            if flow.refresh_topics_enabled and now >= next_refresh:
+            if replicates and flow.refresh_topics_enabled and now >= next_refresh:
                 next_refresh = now + refresh_every
                 try:
                     layout = self._replicated_layout()
@@ -240,19 +246,22 @@ class Follower:
                 before = self._report(tracker, before, window_start, ended)
                 window_start = ended
             waits = [next_report, *(due.values())]
-            if flow.refresh_topics_enabled:
+            if replicates and flow.refresh_topics_enabled:
                 waits.append(next_refresh)
             stop.wait(max(0.05, min(waits) - time.monotonic()))
 
     def _report(
         self,
-        tracker: ProgressTracker,
+        tracker: ProgressTracker | None,
         before: dict[tuple[str, int], int],
         started: float,
         ended: float,
     ) -> dict[tuple[str, int], int]:
         plan = self.plan
-        if plan is None:
+        if self._last_heartbeat is not None:
+            self.reporter.heartbeats(self._last_heartbeat, self._heartbeats_sent)
+            self._heartbeats_sent, self._last_heartbeat = 0, None
+        if plan is None or tracker is None:
             return before
         flow = self.flow
         try:
@@ -278,9 +287,6 @@ class Follower:
                 )
             )
         self.reporter.window(FollowerWindow(started, ended, self.generation, windows))
-        if self._last_heartbeat is not None:
-            self.reporter.heartbeats(self._last_heartbeat, self._heartbeats_sent)
-            self._heartbeats_sent, self._last_heartbeat = 0, None
         return {**before, **now}
 
     def _heartbeat(self) -> None:
