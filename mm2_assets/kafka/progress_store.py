@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import read_to_end
@@ -26,6 +26,21 @@ from mm2_assets.mm2.progress import (
 
 PartitionKey = tuple[str, int]
 """A source topic-partition: (topic, partition)."""
+
+
+def decode_progress(msg: Message, topic: str, cluster: str) -> Progress:
+    """The progress record `msg` of `topic` on `cluster`.
+
+    A malformed record raises ValueError naming the topic, partition and offset: unlike the
+    MM2-format topics, skipping one could restart a partition from its log start.
+    """
+    try:
+        return Progress.from_record(msg.key(), msg.value())
+    except ValueError as exc:
+        raise ValueError(
+            f"progress topic '{topic}' on '{cluster}', partition {msg.partition()} "
+            f"offset {msg.offset()}: {exc}"
+        ) from exc
 
 
 def read_progress(
@@ -52,13 +67,7 @@ def read_progress(
     for msg in read_to_end(consumer_config, topic, partitions=partitions):
         if msg.value() is None or (only is not None and msg.key() not in wanted_keys):
             continue
-        try:
-            progress = Progress.from_record(msg.key(), msg.value())
-        except ValueError as exc:
-            raise ValueError(
-                f"progress topic '{topic}' on '{cluster}', partition {msg.partition()} "
-                f"offset {msg.offset()}: {exc}"
-            ) from exc
+        progress = decode_progress(msg, topic, cluster)
         if progress.flow == flow:
             out[(progress.topic, progress.partition)] = progress
     return out
@@ -120,13 +129,7 @@ class ProgressTracker:
             for msg in self._consumer.consume(10_000, timeout=0.05):
                 if msg.error() is not None or msg.value() is None:
                     continue
-                try:
-                    progress = Progress.from_record(msg.key(), msg.value())
-                except ValueError as exc:
-                    raise ValueError(
-                        f"progress topic '{self.topic}' on '{self.flow.target.alias}', "
-                        f"partition {msg.partition()} offset {msg.offset()}: {exc}"
-                    ) from exc
+                progress = decode_progress(msg, self.topic, self.flow.target.alias)
                 if progress.flow == self.flow.name:
                     self.progress[(progress.topic, progress.partition)] = progress
         return dict(self.progress)

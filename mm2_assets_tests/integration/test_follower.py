@@ -159,25 +159,33 @@ def test_follower_copies_new_records_and_follows_new_topics(
         wait_for("the new topic", replicated(primary, backup, second, 2))
         produce(primary, first, tricky_records(3, 5, seed=14, ts0=recent_ms(600)))
         wait_for("records after the new layout", replicated(primary, backup, first, 3))
+        # Every copied record is reported, in the report windows, with the lag back to 0.
+        expected = 3 * 40 + 3 * 25 + 2 * 30 + 3 * 5
+        windows = running.reporter.windows
+
+        def reported() -> bool:
+            copied = sum(p.records for w in windows for p in w.partitions)
+            last = windows[-1] if windows else None
+            return (
+                copied == expected
+                and last is not None
+                and {p.topic for p in last.partitions} == {first, second}
+                and all(p.lag == 0 for p in last.partitions)
+            )
+
         wait_for(
-            "a report with no lag",
-            lambda: any(
-                {p.topic for p in w.partitions} == {first, second}
-                and all(p.lag == 0 for p in w.partitions)
-                for w in running.reporter.windows
-            ),
+            "every record reported with no lag",
+            reported,
             state=lambda: (
-                running.reporter.windows[-1:],
+                sum(p.records for w in windows for p in w.partitions),
+                windows[-1:],
                 running.reporter.problems,
-                [g for g, _ in running.reporter.layouts],
             ),
         )
     assert running.error is None, running.error
     assert not running.reporter.problems, running.reporter.problems
     generations = [g for g, _ in running.reporter.layouts]
     assert generations == [1, 2], generations
-    copied = sum(p.records for w in running.reporter.windows for p in w.partitions)
-    assert copied == 3 * 40 + 3 * 25 + 2 * 30 + 3 * 5
     # Stopped cleanly: no transaction left open on the remote topics.
     assert open_transactions(backup, f"primary.{first}", 3) == []
     assert open_transactions(backup, f"primary.{second}", 2) == []
@@ -352,8 +360,12 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
                 ).records
             ),
         )
-        # Running: the driver leaves it alone.
-        assert driver_tick(defs, instance, flow).run_requests == []
+        # Running: the driver leaves it alone, and the checks see the follower's work.
+        data = driver_tick(defs, instance, flow)
+        assert data.run_requests == []
+        verdicts = {e.check_name: e.passed for e in data.asset_events if hasattr(e, "passed")}
+        assert verdicts.get("replication_lag") is True, data.asset_events
+        assert verdicts.get("target_topics_present") is True, data.asset_events
 
         # Killed without a word, with records still arriving.
         with SteadyProducer(primary, topic, 2, 1000):
