@@ -64,8 +64,7 @@ SERVER_DEFAULTS: dict[str, str] = {
     "spark.log.level": "WARN",
 }
 
-# Variables that would turn the server's own PySpark calls into Connect clients, or point its
-# scripts at another Spark install than the one whose jars we start.
+# Variables that would make the server's own PySpark (its Python workers) a Connect client.
 _CLIENT_ONLY_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
 
 

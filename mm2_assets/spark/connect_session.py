@@ -105,17 +105,19 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None) -> Any:
         package = package_zip()
         for generation in range(MAX_GENERATIONS):
             url = with_session_id(remote, shared_session_id(package, generation))
-            # Not `getOrCreate`: it would return any Connect session of this process,
-            # whatever server it talks to.
-            session = SparkSession.builder.remote(url).config(map=dict(conf or {})).create()
-            # Other runs share the server side: closing this client must not release it.
-            session.release_session_on_close = False
-            session.client._release_session_on_exit = False  # SPARK_CONNECT_RELEASE_..._ON_EXIT
+            session = None
             try:
+                # Not `getOrCreate`: it would return any Connect session of this process,
+                # whatever server it talks to.
+                session = SparkSession.builder.remote(url).config(map=dict(conf or {})).create()
+                # Other runs share the server side: closing this client must not release it.
+                session.release_session_on_close = False
+                session.client._release_session_on_exit = False  # $SPARK_CONNECT_RELEASE_...
                 # The first call that must reach the session: it fails on a closed one.
                 session.addArtifacts(str(package), pyfile=True)
             except PySparkException as exc:
-                session.stop()
+                if session is not None:
+                    session.stop()
                 if _SESSION_CLOSED not in str(exc) or "session_id=" in remote:
                     raise
                 continue
