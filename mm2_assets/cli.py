@@ -12,6 +12,8 @@ from mm2_assets.kafka.remote_cluster_utils import register_cli as register_trans
 from mm2_assets.mm2.flow_settings import reference
 from mm2_assets.mm2.settings import replace_reference_block
 from mm2_assets.spark.class_archive import ClassArchiveError, ensure_class_archive
+from mm2_assets.spark.connect_server import ConnectServerError
+from mm2_assets.spark.connect_server import register_cli as register_spark_connect
 
 DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
 
@@ -155,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_kafka_fetch)
     register_translate_offsets(commands)
 
-    spark = commands.add_parser("spark", help="the local Spark driver")
+    spark = commands.add_parser("spark", help="the local Spark driver and Connect server")
     spark_commands = spark.add_subparsers(dest="spark_command", required=True)
     archive = spark_commands.add_parser(
         "archive",
@@ -163,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     archive.add_argument("--force", action="store_true", help="recreate it even if present")
     archive.set_defaults(func=_spark_archive)
+    register_spark_connect(spark_commands)
 
     config = commands.add_parser("config", help="the mm2.properties settings")
     config_commands = config.add_subparsers(dest="config_command", required=True)
@@ -202,7 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (launcher.LauncherError, runtime.KafkaRuntimeError, ClassArchiveError) as exc:
+    except (
+        launcher.LauncherError,
+        runtime.KafkaRuntimeError,
+        ClassArchiveError,
+        ConnectServerError,
+    ) as exc:
         print(f"mm2-assets: {exc}", file=sys.stderr)
         return 2
 

@@ -21,15 +21,19 @@ LOCAL_SPARK_DEFAULTS: dict[str, str] = {
 }
 
 JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
+# PySpark's own variable for a Spark Connect server (`sc://host:port`), honoured here so a
+# deployment moves its runs onto a server without a code change.
+REMOTE_ENV = "SPARK_REMOTE"
 
 
 class SparkResource(PySparkResource):
     """Dagster's PySpark resource, with the session started on first use.
 
-    `master` defaults to `local[*]`; set `remote` (e.g. `sc://spark-connect:15002`) to run the
-    same job through Spark Connect, or `master` to a cluster URL. `spark_config` adds or
-    overrides Spark settings. Runs that need no Spark work (nothing lagging) never pay the
-    session start-up.
+    `master` defaults to `local[*]`; set `remote` (e.g. `sc://spark-connect:15002`), or
+    `$SPARK_REMOTE` when `remote` is unset, to run the same job through Spark Connect (for
+    example the server of `mm2-assets spark connect up`), or `master` to a cluster URL.
+    `spark_config` adds or overrides Spark settings. Runs that need no Spark work (nothing
+    lagging) never pay the session start-up.
     """
 
     master: str = "local[*]"
@@ -41,12 +45,21 @@ class SparkResource(PySparkResource):
     def setup_for_execution(self, context: Any) -> None:
         """Nothing at run start: the session starts lazily in `spark_session`."""
 
+    def remote_url(self) -> str | None:
+        """The Spark Connect server runs use: `remote`, else `$SPARK_REMOTE`, else None."""
+        remote = self.remote or os.environ.get(REMOTE_ENV) or None
+        if remote is not None and not remote.startswith("sc://"):
+            source = "remote" if self.remote else f"${REMOTE_ENV}"
+            raise ValueError(f"{source} must be a Spark Connect URL, sc://host:port: {remote!r}")
+        return remote
+
     def effective_config(self) -> dict[str, str]:
         """The Spark settings the session is built with."""
         conf: dict[str, str] = {"spark.app.name": self.app_name}
         user = {k: str(v) for k, v in self.spark_config.items()}
-        if self.remote:
-            conf["spark.remote"] = self.remote
+        remote = self.remote_url()
+        if remote:
+            conf["spark.remote"] = remote
         else:
             conf["spark.master"] = self.master
             if self.master.startswith("local"):
@@ -59,6 +72,12 @@ class SparkResource(PySparkResource):
     @property
     def spark_session(self) -> Any:
         """The SparkSession, created (or joined, if one runs in this process) on first use."""
+        if self._session is None and self.remote_url():
+            from mm2_assets.spark.connect_session import connect_session
+
+            conf = self.effective_config()
+            # The server's Python workers get this package from the session (see there).
+            self._session = connect_session(conf.pop("spark.remote"), conf)
         if self._session is None:
             from pyspark.sql import SparkSession
 

@@ -105,7 +105,7 @@ def free_port_pairs(count: int) -> list[tuple[int, int]]:
     return [(ports[2 * i], ports[2 * i + 1]) for i in range(count)]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """preexec hook: the JVM gets SIGTERM when the launching process dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     pr_set_pdeathsig = 1
@@ -116,7 +116,8 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _log_tail(path: Path, lines: int = 30) -> str:
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a log file, for error messages."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -170,7 +171,7 @@ def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout
         if process.poll() is not None:
             raise LauncherError(
                 f"Kafka cluster '{cluster.alias}' exited with code {process.returncode} while "
-                f"starting; last lines of {cluster.log_file}:\n{_log_tail(Path(cluster.log_file))}"
+                f"starting; last lines of {cluster.log_file}:\n{log_tail(Path(cluster.log_file))}"
             )
         try:
             with socket.create_connection(("127.0.0.1", cluster.port), timeout=1):
@@ -185,7 +186,7 @@ def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout
     raise LauncherError(
         f"Kafka cluster '{cluster.alias}' did not answer metadata on {cluster.bootstrap_servers} "
         f"within {timeout:.0f}s (last error: {last_error}); last log lines:\n"
-        f"{_log_tail(Path(cluster.log_file))}"
+        f"{log_tail(Path(cluster.log_file))}"
     )
 
 
@@ -230,7 +231,7 @@ def launch_cluster(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent if attached else None,
+            preexec_fn=die_with_parent if attached else None,
         )
     cluster = LocalCluster(
         alias=alias,
@@ -243,7 +244,8 @@ def launch_cluster(
     return cluster, process
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while process `pid` exists (a zombie child of ours is reaped and counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -258,9 +260,10 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def _terminate(pid: int, grace: float = 30.0) -> None:
-    """SIGTERM (Kafka's clean shutdown), then SIGKILL after `grace` seconds."""
-    if not _pid_alive(pid):
+def terminate(pid: int, grace: float = 30.0) -> None:
+    """SIGTERM (a JVM's clean shutdown), then SIGKILL after `grace` seconds; returns once the
+    process is gone."""
+    if not pid_alive(pid):
         return
     try:
         os.kill(pid, signal.SIGTERM)
@@ -268,20 +271,20 @@ def _terminate(pid: int, grace: float = 30.0) -> None:
         return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return
         time.sleep(0.2)
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return
-    while _pid_alive(pid):
+    while pid_alive(pid):
         time.sleep(0.1)
 
 
 def stop_cluster(cluster: LocalCluster) -> None:
     """Stop one cluster and wait until its JVM is gone."""
-    _terminate(cluster.pid)
+    terminate(cluster.pid)
 
 
 def start_clusters(
@@ -350,7 +353,7 @@ def read_state(base_dir: Path) -> list[LocalCluster]:
 
 def cluster_is_running(cluster: LocalCluster) -> bool:
     """True when the cluster's JVM is alive and its client port accepts connections."""
-    if not _pid_alive(cluster.pid):
+    if not pid_alive(cluster.pid):
         return False
     try:
         with socket.create_connection(("127.0.0.1", cluster.port), timeout=1):
