@@ -86,7 +86,7 @@ def main() -> int:
             stop_process_group(daemon)
         instance = dg.DagsterInstance.from_config(str(home))
         runs = instance.get_runs()
-        records = {r.run_id: r for r in instance.get_run_records()}
+        records = {r.dagster_run.run_id: r for r in instance.get_run_records()}
         runs = [records[r.run_id] for r in runs]
         by_job = collections.Counter(
             (r.dagster_run.job_name, r.dagster_run.status.value) for r in runs
