@@ -258,7 +258,7 @@ def test_follow_command_stops_cleanly_on_sigterm_and_survives_sigkill(
         with SteadyProducer(primary, topic, 4, 2000):
             time.sleep(2)
             first.send_signal(signal.SIGTERM)  # while transactions are open
-            output, _ = first.communicate(timeout=60)
+            output, _ = first.communicate(timeout=180)
             # Right away, not after the broker's transaction timeout: aborted or committed.
             assert open_transactions(backup, f"primary.{topic}", 4) == []
         assert first.returncode == 0, output[-3000:]
@@ -283,7 +283,7 @@ def test_follow_command_stops_cleanly_on_sigterm_and_survives_sigkill(
     try:
         wait_for("the restarted follower to catch up", replicated(primary, backup, topic, 4), 120)
         third.send_signal(signal.SIGTERM)
-        third.communicate(timeout=60)
+        third.communicate(timeout=180)
         assert third.returncode == 0
     finally:
         stop_group(third)
@@ -391,7 +391,7 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
         with SteadyProducer(primary, topic, 2, 1000):
             time.sleep(1.5)
             runs[1].send_signal(signal.SIGTERM)
-            runs[1].wait(60)
+            runs[1].wait(180)
             assert open_transactions(backup, f"primary.{topic}", 2) == []
         wait_for("the stopped run's processes to exit", lambda: not group_alive(runs[1].pid), 30)
     finally:
@@ -404,5 +404,5 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
         wait_for("the third follower", replicated(primary, backup, topic, 2), 120)
     finally:
         runs[2].send_signal(signal.SIGTERM)
-        runs[2].wait(60)
+        runs[2].wait(180)
         stop_group(runs[2])
