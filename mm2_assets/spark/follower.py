@@ -166,8 +166,12 @@ class Follower:
             self.job.stop()
             self.job = None
 
-    def run(self, stop: threading.Event) -> None:
-        """Follow until `stop` is set; raises FollowerError when the copy job fails."""
+    def run(self, stop: threading.Event, on_loop: Callable[[], None] | None = None) -> None:
+        """Follow until `stop` is set; raises FollowerError when the copy job fails.
+
+        `on_loop` is called on every turn of the loop (at least twice a second), in the
+        calling thread: a host's hook, e.g. to keep its signal handlers in place.
+        """
         flow = self.flow
         # A pair that is not enabled only emits heartbeats (MM2 runs the heartbeat connector
         # for every pair): no Spark, no copy tasks.
@@ -181,7 +185,7 @@ class Follower:
                 self._used_slots = self._slots
                 self._start_layout(spark, self._replicated_layout())
                 tracker = ProgressTracker(flow)
-            self._follow(spark, stop, tracker)
+            self._follow(spark, stop, tracker, on_loop)
         finally:
             self._stop_job()
             if tracker is not None:
@@ -190,7 +194,13 @@ class Follower:
                 self._heartbeat_clients[1].flush(5)
                 self._heartbeat_clients = None
 
-    def _follow(self, spark: Any, stop: threading.Event, tracker: ProgressTracker | None) -> None:
+    def _follow(
+        self,
+        spark: Any,
+        stop: threading.Event,
+        tracker: ProgressTracker | None,
+        on_loop: Callable[[], None] | None,
+    ) -> None:
         flow = self.flow
         replicates = tracker is not None
         now = time.monotonic()
@@ -217,6 +227,8 @@ class Follower:
         if tracker is not None:
             tracker.refresh()
         while not stop.is_set():
+            if on_loop is not None:
+                on_loop()
             job = self.job
             if job is not None and job.error is not None:
                 raise FollowerError(
@@ -248,7 +260,7 @@ class Follower:
             waits = [next_report, *(due.values())]
             if replicates and flow.refresh_topics_enabled:
                 waits.append(next_refresh)
-            stop.wait(max(0.05, min(waits) - time.monotonic()))
+            stop.wait(min(0.5, max(0.05, min(waits) - time.monotonic())))
 
     def _report(
         self,

@@ -16,8 +16,11 @@ follower that died without a word (SIGKILL, OOM) from one that runs, and restart
 # No `from __future__ import annotations`: Dagster reads the op's context and resource types.
 
 import os
+import signal
 import socket
 import threading
+from types import FrameType
+from typing import Any
 
 import dagster as dg
 
@@ -139,6 +142,45 @@ class DagsterFollowerReporter(FollowerReporter):
         self.context.log.warning(f"{self.flow.name}: {what} failed (retried): {error}")
 
 
+class StopOnSignals:
+    """SIGTERM and SIGINT set `stop` while the follower runs in this (the main) thread.
+
+    Dagster swaps its own interrupt handlers in and out around events and user code, and an
+    interrupt that lands while it only records them can be lost; PySpark installs a SIGINT
+    handler of its own when the session starts. `keep`, called on every turn of the follower's
+    loop, puts ours back, so a termination is never missed.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = signal.Signals(signum).name
+        self.stop.set()
+
+    def keep(self) -> None:
+        """(Re)install the handlers where something replaced them."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.SIGNALS:
+            if signal.getsignal(signum) != self._handle:
+                signal.signal(signum, self._handle)
+
+    def __enter__(self) -> "StopOnSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.getsignal(s) for s in self.SIGNALS}
+        self.keep()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
 def follower_job(
     flow: FlowConfig,
     *,
@@ -161,9 +203,12 @@ def follower_job(
             context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
         )
         reporter = DagsterFollowerReporter(context, flow, keys, partitions)
-        # Runs until Dagster interrupts it (terminate, SIGTERM): the follower stops cleanly on
-        # the interruption, in its `finally`.
-        Follower(flow, lambda: spark.spark_session, reporter).run(threading.Event())
+        stop = threading.Event()
+        with StopOnSignals(stop) as signals:
+            # Runs until terminated (SIGTERM, or SIGINT from Dagster's terminate); an
+            # interruption Dagster raises instead also stops it cleanly, in its `finally`.
+            Follower(flow, lambda: spark.spark_session, reporter).run(stop, signals.keep)
+        context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
 
     @dg.job(
         name=f"{flow.key}__follower",
