@@ -118,7 +118,7 @@ def main() -> int:
         "",
         f"Runs: **{len(runs)}**; started after the first minute (steady state): "
         f"**{len(steady)}**, {per_day:.0f} a day at that pace. The runs still running when the "
-        "measurement stops are terminated (SIGTERM), so they end as failures.",
+        "measurement stops are terminated (SIGTERM).",
         "",
         "| job | status | runs |",
         "|---|---|---|",
