@@ -88,7 +88,7 @@ WINDOW_LINE = re.compile(
 )
 
 
-def percentile(values: list[float] | array, q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -104,31 +104,56 @@ def tree_rss_mb(pids: list[int]) -> float:
 # --- what arrives on the target --------------------------------------------------------------
 
 
+def _zeros(n: int) -> array:
+    out = array("d")
+    out.frombytes(bytes(8 * n))
+    return out
+
+
 class Phase:
-    """The records of one key prefix (`<prefix>-<index>`): first arrivals, their latency, and
-    duplicates. Indexes are dense, so a bytearray tells what arrived (1M keys in 1 MB)."""
+    """The records of one key prefix (`<prefix>-<index>`), by index (dense, so arrays): when
+    each first became visible on the target (0.0: not yet) and its CreateTime, duplicates, and
+    (latency mode) when the source broker acknowledged it to the producer."""
 
     def __init__(self, name: bytes) -> None:
         self.name = name
-        self.seen = bytearray()
-        self.latencies = array("d")
+        self.visible = array("d")
+        self.created = array("d")
+        self.acked = array("d")
+        self.ack_latency = array("d")
         self.distinct = 0
         self.duplicates = 0
         self.first_at: float | None = None
         self.last_at: float | None = None
 
     def arrived(self, index: int, now: float, created: float) -> None:
-        if index >= len(self.seen):
-            self.seen.extend(bytes(index + 1 - len(self.seen) + 65536))
-        if self.seen[index]:
+        if index >= len(self.visible):
+            grow = index + 1 - len(self.visible) + 65536
+            self.visible.extend(_zeros(grow))
+            self.created.extend(_zeros(grow))
+        if self.visible[index]:
             self.duplicates += 1
             return
-        self.seen[index] = 1
+        self.visible[index] = now
+        self.created[index] = created
         self.distinct += 1
-        self.latencies.append(now - created)
         if self.first_at is None:
             self.first_at = now
         self.last_at = now
+
+    def latencies(self) -> list[float]:
+        """Produce (CreateTime) → first visible on the target, per arrived record."""
+        return [v - c for v, c in zip(self.visible, self.created, strict=True) if v]
+
+    def added_latencies(self) -> list[float]:
+        """Acknowledged by the source broker → first visible on the target: the part of the
+        latency the system adds, without the producer's and the source broker's share (which
+        grows when the machine is busy, whatever system runs)."""
+        return [v - a for v, a in zip(self.visible, self.acked, strict=False) if v and a]
+
+    def ack_latencies(self) -> list[float]:
+        """Produce → acknowledged by the source broker: the floor every system starts from."""
+        return list(self.ack_latency)
 
 
 class Tally:
@@ -162,7 +187,7 @@ class TargetReader:
     """A read_committed reader of a remote topic from offset 0, in a thread, feeding a Tally.
 
     Assigned (no group: no rebalance delay) as soon as the remote topic exists, before any
-    record there is visible (`first_batch` tells how many records its first fetch found).
+    record there is visible (`started_at` before the first record's stamp shows it was).
     `poll` returns as soon as a record is there and `consume(n, 0)` takes what is already
     queued, so a record is stamped within milliseconds of its fetch (`consume(n, timeout)`
     would wait out `timeout` for n). The broker answers a waiting fetch as soon as a commit
@@ -175,12 +200,13 @@ class TargetReader:
         self.topic = topic
         self.tally = tally
         self.error: BaseException | None = None
-        self.first_batch: int | None = None
+        self.started_at: float | None = None
         self._finish_at: float | None = None
         self._idle = 3.0
         self._thread = threading.Thread(target=self._run, name=f"reader-{topic}", daemon=True)
 
     def start(self) -> TargetReader:
+        self.started_at = time.time()
         self._thread.start()
         return self
 
@@ -204,8 +230,6 @@ class TargetReader:
                     batch = [first, *consumer.consume(10_000, 0)]
                     if self.tally.handle(batch, time.time()):
                         last_record = time.monotonic()
-                        if self.first_batch is None:
-                            self.first_batch = sum(1 for m in batch if not m.error())
                     continue
                 finish_at = self._finish_at
                 if finish_at is not None and time.monotonic() - max(last_record, finish_at) > (
@@ -230,10 +254,28 @@ class TargetReader:
             raise RuntimeError(f"the reader of {self.topic} failed: {self.error}") from self.error
 
 
-def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, prefix: bytes) -> int:
-    """Write `rate` records/s of 1 KiB for `seconds`, keys `<prefix>-<i>`, round robin over
-    the partitions; returns how many."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, phase: Phase) -> int:
+    """Write `rate` records/s of 1 KiB for `seconds`, keys `<phase name>-<i>`, round robin
+    over the partitions; stamps each record's acknowledgement into `phase.acked` (delivery
+    reports are served every 5 ms); returns how many."""
+    acked = phase.acked
+    acked.extend(_zeros(rate * seconds + rate))
+    failed: list[str] = []
+
+    def delivered(err: object, msg: Message) -> None:
+        if err is not None:
+            failed.append(str(err))
+            return
+        index = int(msg.key().rpartition(b"-")[2])
+        if index >= len(acked):
+            acked.extend(_zeros(index + 1 - len(acked)))
+        now = time.time()
+        acked[index] = now
+        phase.ack_latency.append(now - msg.timestamp()[1] / 1000)
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "on_delivery": delivered}
+    )
     value = b"x" * 1024
     sent = 0
     started = time.monotonic()
@@ -242,7 +284,10 @@ def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, prefix: 
         while sent < due:
             try:
                 producer.produce(
-                    topic, key=b"%s-%d" % (prefix, sent), value=value, partition=sent % PARTITIONS
+                    topic,
+                    key=b"%s-%d" % (phase.name, sent),
+                    value=value,
+                    partition=sent % PARTITIONS,
                 )
             except BufferError:
                 producer.poll(0.01)
@@ -251,6 +296,8 @@ def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, prefix: 
         producer.poll(0)
         time.sleep(0.005)
     producer.flush(60)
+    if failed:
+        raise RuntimeError(f"producing to {topic} failed: {failed[:3]}")
     return sent
 
 
@@ -330,6 +377,11 @@ class Running:
         if self.proc is not None:
             return self.proc.poll() is None
         return all(p.is_alive() for p in self.workers)
+
+    def config_text(self) -> str | None:
+        """The system's mm2.properties (local clusters, no secrets), for the results."""
+        config = self.workdir / "mm2.properties"
+        return config.read_text() if config.exists() else None
 
     def log_tail(self, chars: int = 3000) -> str:
         if self.log is None or not self.log.exists():
@@ -492,6 +544,25 @@ def day_seconds(epoch: float) -> int:
 # --- latency mode ----------------------------------------------------------------------------
 
 
+def steady_warmup(ctx: dict, seconds: int = 5, rate: int = 1000) -> dict:
+    """Untimed: steady small batches to the source before any system runs. bench.py's warm-up
+    fills in big batches; the first steady small-batch load after it was acknowledged slowly
+    in smoke runs (p50 0.06-0.45 s, then 0.012 s), which would count against the first
+    system measured. Returns the acknowledgement latencies of this warm-up."""
+    topic = f"lat-warmup-{int(time.time())}"
+    admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    phase = Phase(b"warm")
+    produce_steady(ctx["source"], topic, rate, seconds, phase)
+    acks = phase.ack_latencies()
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "ack_p50_s": percentile(acks, 0.5),
+        "ack_p99_s": percentile(acks, 0.99),
+    }
+
+
 def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argparse.Namespace):
     """Produce `rate` records/s for `--seconds` to the system's topic and wait for them all;
     the system's resources over the window."""
@@ -500,7 +571,7 @@ def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argpars
     load_start = os.getloadavg()[0]
     began, t0 = time.time(), time.monotonic()
     with PeakRss(pids, interval=1.0) as peak:
-        sent = produce_steady(ctx["source"], running.topic, rate, args.seconds, phase.name)
+        sent = produce_steady(ctx["source"], running.topic, rate, args.seconds, phase)
         window = time.monotonic() - t0
         cpu, brokers_cpu = tree_cpu(pids) - cpu_start, tree_cpu(brokers) - brokers_start
         rss_end = tree_rss_mb(pids)
@@ -569,7 +640,7 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
     log = follower_log(running) if name == "follower" else None
     for row in rows:
         phase = tally.phases[phases[row["rate"]]]
-        values = phase.latencies
+        values, added, acks = phase.latencies(), phase.added_latencies(), phase.ack_latencies()
         row.update(
             {
                 "system": name,
@@ -581,6 +652,10 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
                 "p99_s": percentile(values, 0.99) if values else None,
                 "max_s": max(values) if values else None,
                 "mean_s": statistics.fmean(values) if values else None,
+                "added_p50_s": percentile(added, 0.5) if added else None,
+                "added_p99_s": percentile(added, 0.99) if added else None,
+                "ack_p50_s": percentile(acks, 0.5) if acks else None,
+                "ack_p99_s": percentile(acks, 0.99) if acks else None,
             }
         )
         if log is not None:
@@ -593,11 +668,11 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         "topic": topic,
         "remote": running.remote,
         "workdir": str(running.workdir),
+        "config": running.config_text(),
         **started,
         **stopped,
         "strays": tally.strays,
         "reader_errors": tally.errors,
-        "reader_first_batch": reader.first_batch,
         "follower_log": log,
         "rates": rows,
     }
@@ -647,6 +722,7 @@ def backlog_system(name: str, ctx: dict, args: argparse.Namespace) -> dict:
         "topic": topic,
         "remote": running.remote,
         "workdir": str(running.workdir),
+        "config": running.config_text(),
         "records": args.backlog,
         "fill_s": fill_s,
         "arrived": phase.distinct,
@@ -665,7 +741,7 @@ def backlog_system(name: str, ctx: dict, args: argparse.Namespace) -> dict:
         **stopped,
         "strays": tally.strays,
         "reader_errors": tally.errors,
-        "reader_first_batch": reader.first_batch,
+        "reader_started_s": (reader.started_at or running.started) - running.started,
     }
     if name == "follower":
         row["follower_log"] = follower_log(running)
@@ -705,9 +781,11 @@ def goals(systems: list[dict], backlog: list[dict]) -> list[str]:
                 f"| follower on 8 partitions ≤ 1 core at 500 records/s | "
                 f"{r['cpu_cores']:.2f} cores | {verdict(r['cpu_cores'] <= 1.0)} |"
             )
+            flat = abs(r["rss_end_mb"] - r["rss_start_mb"]) <= 0.05 * r["rss_start_mb"]
             out.append(
-                f"| follower RSS flat at 500 records/s | {r['rss_start_mb']:.0f} → "
-                f"{r['rss_end_mb']:.0f} MB (peak {r['rss_peak_mb']:.0f}) | see numbers |"
+                f"| follower RSS flat at 500 records/s (end within 5% of start) | "
+                f"{r['rss_start_mb']:.0f} → {r['rss_end_mb']:.0f} MB (peak "
+                f"{r['rss_peak_mb']:.0f}) | {verdict(flat)} |"
             )
         if (r := by_rate.get(20000)) and r["p99_s"] is not None:
             out.append(
@@ -735,7 +813,9 @@ def goals(systems: list[dict], backlog: list[dict]) -> list[str]:
 
 def markdown(report: dict) -> str:
     params = report["params"]
-    systems, backlog = report["systems"], report["backlog"]
+    failed = [r for r in report["systems"] + report["backlog"] if "error" in r]
+    systems = [r for r in report["systems"] if "error" not in r]
+    backlog = [r for r in report["backlog"] if "error" not in r]
     lines = [
         "# Latency and backlog drain",
         "",
@@ -756,6 +836,8 @@ def markdown(report: dict) -> str:
     ]
     if params.get("note"):
         lines += [f"Note: {params['note']}", ""]
+    for r in failed:
+        lines += [f"**{r['system']} failed**: `{r['error'][:500]}`", ""]
     lines += goals(systems, backlog)
     if systems:
         lines += [
@@ -785,9 +867,11 @@ def markdown(report: dict) -> str:
                 f"## {rate:,} records/s for {params['seconds']} s",
                 "",
                 "| system | records | lost | duplicated | p50 s | p90 s | p99 s | max s "
-                "| CPU cores | RSS MB start → end (peak) | brokers' cores |",
-                "|---|---|---|---|---|---|---|---|---|---|---|",
+                "| added p50 / p99 s | source ack p50 / p99 s | CPU cores "
+                "| RSS MB start → end (peak) | brokers' cores |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
+            notes: list[str] = []
             for s in systems:
                 for r in s["rates"]:
                     if r["rate"] != rate:
@@ -796,12 +880,25 @@ def markdown(report: dict) -> str:
                         f"| {s['system']} | {r['records']:,} | {r['lost']} | {r['duplicated']} "
                         f"| {fmt(r['p50_s'], '.3f')} | {fmt(r['p90_s'], '.3f')} "
                         f"| {fmt(r['p99_s'], '.3f')} | {fmt(r['max_s'], '.3f')} "
+                        f"| {fmt(r['added_p50_s'], '.3f')} / {fmt(r['added_p99_s'], '.3f')} "
+                        f"| {fmt(r['ack_p50_s'], '.3f')} / {fmt(r['ack_p99_s'], '.3f')} "
                         f"| {r['cpu_cores']:.2f} | {r['rss_start_mb']:.0f} → "
                         f"{r['rss_end_mb']:.0f} ({r['rss_peak_mb']:.0f}) "
                         f"| {r['brokers_cpu_cores']:.2f} |"
                     )
-            lines.append("")
+                    if r.get("follower_max_reported_lag") is not None:
+                        notes.append(
+                            f"The follower's own reports in this window: largest lag "
+                            f"{r['follower_max_reported_lag']:,} records."
+                        )
+            lines += ["", *notes, ""] if notes else [""]
         lines += [
+            "p50-max: produce (CreateTime) → first visible on the target (read_committed). "
+            "Added: the source broker's acknowledgement to the producer → first visible on the "
+            "target, the share of the system (producer and source broker excluded). Source "
+            "ack: produce → acknowledged (acks=all, linger 5 ms), the floor every system starts "
+            "from; it grows when the machine is busy.",
+            "",
             "CPU cores: CPU seconds of the system's process tree (the follower: its Python "
             "process, Spark's JVM and Python workers) over the produce window ÷ the window; "
             "RSS: the tree's summed VmRSS at the window's start and end and its peak (sampled "
@@ -830,6 +927,15 @@ def markdown(report: dict) -> str:
                 f"| {fmt(b['total_records_per_s'], ',.0f')} | {fmt(b['cpu_cores'])} "
                 f"| {b['rss_peak_mb']:.0f} |"
             )
+        for b in backlog:
+            if b["first_visible_s"] - b["reader_started_s"] < 0.2:
+                # Its first stamp came right after it was assigned: records may have been
+                # visible before, and then the drain time is too short.
+                lines.append(
+                    f"\n{b['system']}: the reader saw records {b['first_visible_s']:.2f} s "
+                    f"after the start, right after it was assigned "
+                    f"({b['reader_started_s']:.2f} s): the drain may be measured short."
+                )
         lines += [
             "",
             "Drain: first record visible on the target (read_committed) → last; total: the "
@@ -925,16 +1031,23 @@ def main() -> int:
         }
         if args.warmup_records:
             warm_up(ctx, args.warmup_records, args.value_size)
-        if rates:
-            for name in systems:
+            report["steady_warmup"] = steady_warmup(ctx)
+        # One system failing must not lose the others' measurements of a long run: its
+        # error is reported in its place.
+        for name in systems if rates else []:
+            try:
                 row = latency_system(name, ctx, args, rates)
-                report["systems"].append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
-        if args.backlog:
-            for name in backlog_systems:
+            except Exception as exc:
+                row = {"system": name, "error": f"{type(exc).__name__}: {exc}"}
+            report["systems"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
+        for name in backlog_systems if args.backlog else []:
+            try:
                 row = backlog_system(name, ctx, args)
-                report["backlog"].append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
+            except Exception as exc:
+                row = {"system": name, "error": f"{type(exc).__name__}: {exc}"}
+            report["backlog"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
     report["load"]["end"] = machine_load()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
