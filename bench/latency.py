@@ -4,7 +4,8 @@ Systems (`--systems`, default `follower,mm2,raw`) run one after the other on the
 brokers, each on a fresh 8-partition topic of its own:
 
 - follower: `mm2-assets follow --config` (this project's continuous replication), started as a
-  process group (this checkout on PYTHONPATH) and stopped with SIGTERM to the group. Its config
+  process group (this checkout on PYTHONPATH) and stopped with SIGTERM to `follow` itself,
+  then to what is left of the group (`stop_process_group(leader_first=True)`). Its config
   has MM2's benchmark settings (no heartbeats, checkpoints every 60 s, topic refresh every 5 s,
   as `mm2_process.mm2_properties`) and the follower's defaults (commit every 100 ms, report
   every 5 s): both systems do the same interval work besides copying.
@@ -20,10 +21,13 @@ here, not in any latency) and then its readiness (8 probe records produced at it
 visible on the target) are timed. Then a producer writes each rate for `--seconds` in turn; the
 next rate starts once every record of the previous one arrived (or `--drain-timeout`). A
 read_committed reader on the remote topic, assigned from offset 0, stamps each record's first
-arrival; latency is arrival minus the record's CreateTime, which every system keeps. Per
-system and rate: records, lost, duplicated (counted until the system stopped and the reader
-saw nothing new for a few seconds), p50/p90/p99/max, and the CPU cores, RSS (start, end and
-peak of the window) of the system's process tree and the brokers' CPU.
+arrival; latency is arrival minus the record's CreateTime, which every system keeps. The
+producer also stamps each record's acknowledgement by the source broker, which splits the
+latency into the source's share (grows with machine load whatever system runs) and the share
+the system adds. Per system and rate: records, lost, duplicated (counted until the system
+stopped and the reader saw nothing new for a few seconds), p50/p90/p99/max, the added p50/p99,
+and the CPU cores, RSS (start, end and peak of the window) of the system's process tree and
+the brokers' CPU.
 
 Backlog mode (`--backlog N`): per system, a fresh topic filled with N records of
 `--value-size` bytes (bench.py's workload), then the system starts; drain = first record
@@ -829,6 +833,16 @@ def markdown(report: dict) -> str:
         f"backlog {params['backlog']:,} records, systems {params['systems']}, warm-up copy "
         f"{params['warmup_records']:,} records. Command: `{report['command']}`.",
         "",
+        *(
+            [
+                f"Steady warm-up before the systems (untimed, {w['rate']} records/s for "
+                f"{w['seconds']} s): source acknowledgement p50 {w['ack_p50_s']:.3f} s, p99 "
+                f"{w['ack_p99_s']:.3f} s.",
+                "",
+            ]
+            if (w := report.get("steady_warmup"))
+            else []
+        ),
         f"Machine load at the start: {load_note(report['load']['start'])}.",
         "",
         f"At the end: {load_note(report['load']['end'])}.",
@@ -950,13 +964,21 @@ def markdown(report: dict) -> str:
         "60 s (MM2's default), topic refresh every 5 s), commit interval 100 ms and report "
         "window 5 s (the follower's defaults); `tasks.max` unset, so one copy task per Spark "
         "slot. MM2: dedicated mode, `tasks.max` 8, acks=all, idempotent producer.",
+        "- Each system starts once and serves the rates in turn (the follower as it would "
+        "run: one long-lived process); an untimed steady warm-up precedes the first system.",
         "- The raw loop is at-least-once without transactions (its duplicates, if any, are "
         "allowed); the follower's and MM2's must be 0 for read_committed readers.",
         "- Batch mode (`ours`: `dagster-daemon` with the sensors, a run per driver tick) is "
         "not in the default systems; measure it with `--systems ours` (its p50 was 10.6 s "
         "at 500 records/s with a 5 s tick).",
         "- The reader and the producer run in the benchmark's process on the same 2 cores as "
-        "the brokers and the system under test.",
+        "the brokers and the system under test. A record counts as lost when it was not on "
+        "the target once the system stopped and the reader saw nothing new for 3 s; "
+        "duplicates are counted until then.",
+        "- The follower is stopped with SIGTERM to `mm2-assets follow` itself, then to what is "
+        "left of its process group; a SIGTERM to the whole group at once also kills Spark's "
+        "JVM under the driver, and `follow` then intermittently exits 1 "
+        "(`ConnectionRefusedError` from `session.stop()`).",
         "",
     ]
     return "\n".join(lines)
