@@ -72,7 +72,7 @@ from mm2_process import (
     start_process_group,
     stop_process_group,
 )
-from procstat import PeakRss, busy_processes, tree_cpu_seconds, tree_rss_bytes
+from procstat import PeakRss, TreeCpu, busy_processes, tree_rss_bytes
 
 from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.launcher import running_clusters
@@ -95,10 +95,6 @@ WINDOW_LINE = re.compile(
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def tree_cpu(pids: list[int]) -> float:
-    return sum(tree_cpu_seconds(p) for p in pids)
 
 
 def tree_rss_mb(pids: list[int]) -> float:
@@ -570,15 +566,19 @@ def steady_warmup(ctx: dict, seconds: int = 5, rate: int = 1000) -> dict:
 def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argparse.Namespace):
     """Produce `rate` records/s for `--seconds` to the system's topic and wait for them all;
     the system's resources over the window."""
-    pids, brokers = running.pids, ctx["broker_pids"]
-    rss_start, cpu_start, brokers_start = tree_rss_mb(pids), tree_cpu(pids), tree_cpu(brokers)
+    pids = running.pids
+    rss_start = tree_rss_mb(pids)
     load_start = os.getloadavg()[0]
     began, t0 = time.time(), time.monotonic()
-    with PeakRss(pids, interval=1.0) as peak:
+    with (
+        PeakRss(pids, interval=1.0) as peak,
+        TreeCpu(pids) as tree,
+        TreeCpu(ctx["broker_pids"]) as brokers,
+    ):
         sent = produce_steady(ctx["source"], running.topic, rate, args.seconds, phase)
         window = time.monotonic() - t0
-        cpu, brokers_cpu = tree_cpu(pids) - cpu_start, tree_cpu(brokers) - brokers_start
         rss_end = tree_rss_mb(pids)
+    cpu, brokers_cpu = tree.seconds, brokers.seconds
     ended = time.time()
     deadline = time.monotonic() + args.drain_timeout
     while phase.distinct < sent and time.monotonic() < deadline and running.alive():
@@ -693,27 +693,26 @@ def backlog_system(name: str, ctx: dict, args: argparse.Namespace) -> dict:
     fill_s = time.monotonic() - fill_started
     tally = Tally([b"key"])  # bench.py's workload keys are key-<i>
     phase = tally.phases[b"key"]
-    pids_brokers = ctx["broker_pids"]
-    brokers_start = tree_cpu(pids_brokers)
     running = start_system(name, ctx, topic, args)
     reader = TargetReader(ctx["target"], running.remote, tally)
     print(f"{name} backlog: filled {args.backlog} in {fill_s:.1f} s; {running.workdir}", flush=True)
     started: dict = {}
     cpu = peak_mb = 0.0
     try:
-        with PeakRss(running.pids, interval=0.5) as peak:
+        with (
+            PeakRss(running.pids, interval=0.5) as peak,
+            TreeCpu(running.pids) as tree,
+            TreeCpu(ctx["broker_pids"]) as brokers,
+        ):
             started = wait_started(running, ctx["target"], args.warmup, reader.start)
             deadline = running.started + args.backlog_timeout
-            cpu_seen = 0.0
             while phase.distinct < args.backlog and time.time() < deadline:
                 if not running.alive():
                     raise RuntimeError(f"{name} exited while draining:\n{running.log_tail()}")
-                # Sampled while the tree is alive (its CPU is gone once it exits).
-                cpu_seen = tree_cpu(running.pids)
                 time.sleep(0.1)
-            cpu = cpu_seen
+            # Read now, before the stop: up to the drain's end (within one 0.5 s sample).
+            cpu, brokers_cpu = tree.seconds, brokers.seconds
         peak_mb = peak.peak / 1e6
-        brokers_cpu = tree_cpu(pids_brokers) - brokers_start
     finally:
         stopped = running.stop()
         reader.finish()

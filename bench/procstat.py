@@ -152,3 +152,48 @@ class PeakRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class TreeCpu:
+    """CPU seconds used by process trees while it runs, sampled every `interval` seconds.
+
+    Summing the live tree at two instants is not enough when processes come and go (a batch
+    run's processes exit, and their time leaves the tree unless a parent in it waits for
+    them): each process's own CPU time is remembered at its last sample instead, so one that
+    exits keeps what it used (less its last `interval`).
+    """
+
+    def __init__(self, pids: list[int], interval: float = 0.5) -> None:
+        self.pids = pids
+        self.interval = interval
+        self._base: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        for root in self.pids:
+            for pid in tree_pids(root):
+                used = process_cpu_seconds(pid, reaped_children=False)
+                if used or pid not in self._last:
+                    self._last[pid] = used
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    @property
+    def seconds(self) -> float:
+        """CPU seconds used since the start (up to the last sample)."""
+        return sum(used - self._base.get(pid, 0.0) for pid, used in self._last.items())
+
+    def __enter__(self) -> TreeCpu:
+        self._sample()
+        self._base = dict(self._last)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
