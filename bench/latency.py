@@ -536,6 +536,15 @@ def follower_log(running: Running) -> dict:
     return {"windows": windows, "layouts": layouts, "problems": problems[:30]}
 
 
+def reported_lag(log: dict, window_clock: list[float], report_every: int = 5) -> int | None:
+    """The follower's own view of a produce window: the largest lag among the report windows
+    that lie inside it (a report covers the `report_every` seconds before its time stamp;
+    one straddling the next rate's start would mix the two)."""
+    lo, hi = (day_seconds(t) for t in window_clock)
+    lags = [w["lag"] for w in log["windows"] if lo - 1 <= w["day_s"] - report_every <= hi - 4]
+    return max(lags) if lags else None
+
+
 def day_seconds(epoch: float) -> int:
     t = time.localtime(epoch)
     return t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec
@@ -663,10 +672,7 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
             }
         )
         if log is not None:
-            # The follower's own view: the largest lag it reported inside the window.
-            lo, hi = (day_seconds(t) for t in row["window_clock"])
-            lags = [w["lag"] for w in log["windows"] if lo <= w["day_s"] <= hi + 5]
-            row["follower_max_reported_lag"] = max(lags) if lags else None
+            row["follower_max_reported_lag"] = reported_lag(log, row["window_clock"])
     return {
         "system": name,
         "topic": topic,
@@ -871,8 +877,9 @@ def markdown(report: dict) -> str:
             "Start-up: from the process start until the remote topic exists (and, for the "
             "follower, it printed `following N partitions ... (layout 1)`; Spark's start is "
             "here). Ready: until 8 probe records, written at the start, are visible on the "
-            "target; latency is measured only after that. Stop: SIGTERM to the process group "
-            "(the raw loop: an event) until it exited.",
+            "target; latency is measured only after that. Stop: SIGTERM (the follower: to "
+            "`follow`, then to what is left of its process group; MM2: to its process group; "
+            "the raw loop: an event) until it exited.",
             "",
         ]
         for rate in [int(r) for r in params["rates"].split(",") if r.strip()]:
@@ -904,7 +911,14 @@ def markdown(report: dict) -> str:
                             f"The follower's own reports in this window: largest lag "
                             f"{r['follower_max_reported_lag']:,} records."
                         )
-            lines += ["", *notes, ""] if notes else [""]
+            loads = ", ".join(
+                f"{s['system']} {r['loadavg_1m'][0]:.1f} → {r['loadavg_1m'][1]:.1f}"
+                for s in systems
+                for r in s["rates"]
+                if r["rate"] == rate
+            )
+            notes.append(f"1-minute loadavg at the window's start → end: {loads}.")
+            lines += ["", *notes, ""]
         lines += [
             "p50-max: produce (CreateTime) → first visible on the target (read_committed). "
             "Added: the source broker's acknowledgement to the producer → first visible on the "
@@ -983,6 +997,21 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def render(path: Path) -> int:
+    """Rewrite latency.md from `path` (a run's latency.json), with the report code as it is
+    now; the follower's reported lag per window is recomputed from its log lines."""
+    report = json.loads(path.read_text())
+    for system in report["systems"]:
+        for row in system.get("rates", []):
+            if system.get("follower_log"):
+                row["follower_max_reported_lag"] = reported_lag(
+                    system["follower_log"], row["window_clock"]
+                )
+    path.write_text(json.dumps(report, indent=2))
+    (path.parent / "latency.md").write_text(markdown(report))
+    return 0
+
+
 def machine_load() -> dict:
     return {"loadavg": list(os.getloadavg()), "busy": busy_processes(2.0)}
 
@@ -1020,7 +1049,14 @@ def main() -> int:
     )
     parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument(
+        "--render",
+        metavar="JSON",
+        help="only write latency.md (next to JSON) again from a run's latency.json",
+    )
     args = parser.parse_args()
+    if args.render:
+        return render(Path(args.render))
     rates = [int(r) for r in args.rates.split(",") if r.strip()]
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     backlog_systems = [s.strip() for s in args.backlog_systems.split(",") if s.strip()]
