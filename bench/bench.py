@@ -29,9 +29,10 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -275,50 +276,83 @@ def run_mm2(ctx: dict, topic: str, repeat: int) -> Measurement:
 # --- raw confluent-kafka ceiling ------------------------------------------------------------
 
 
+RAW_CONSUMER = {
+    "group.id": "bench-raw",
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "queued.min.messages": 200_000,
+}
+RAW_PRODUCER = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 10,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 500_000,
+}
+
+
+def _forward(producer: Producer, messages: list[Message], remote: str) -> list[Message]:
+    """Produce each consumed record to the same partition of `remote` (key, value, timestamp
+    and headers kept, as the other systems keep them); returns the error events among
+    `messages` for the caller. One call per batch: the per-record loop stays inline."""
+    errors = []
+    for msg in messages:
+        if msg.error():
+            errors.append(msg)
+            continue
+        while True:
+            try:
+                producer.produce(
+                    remote,
+                    key=msg.key(),
+                    value=msg.value(),
+                    partition=msg.partition(),
+                    timestamp=msg.timestamp()[1],
+                    headers=msg.headers(),
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    return errors
+
+
 def _raw_worker(source: str, target: str, topic: str, parts: list[int], remote: str) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": source,
-            "group.id": "bench-raw",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.max.bytes": 64 * 1024 * 1024,
-            "queued.min.messages": 200_000,
-        }
-    )
-    producer = Producer(
-        {
-            "bootstrap.servers": target,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 10,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-        }
-    )
+    """Copy `parts` of `topic` to `remote` from offset 0 to the end of the log, then exit."""
+    consumer = Consumer({"bootstrap.servers": source, **RAW_CONSUMER, "enable.partition.eof": True})
+    producer = Producer({"bootstrap.servers": target, **RAW_PRODUCER})
     consumer.assign([TopicPartition(topic, p, 0) for p in parts])
     pending = set(parts)
     while pending:
-        for msg in consumer.consume(10_000, 1.0):
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                continue
-            while True:
-                try:
-                    producer.produce(
-                        remote,
-                        key=msg.key(),
-                        value=msg.value(),
-                        partition=msg.partition(),
-                        timestamp=msg.timestamp()[1],
-                        headers=msg.headers(),
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+        for event in _forward(producer, consumer.consume(10_000, 1.0), remote):
+            if event.error().code() == KafkaError._PARTITION_EOF:
+                pending.discard(event.partition())
         producer.poll(0)
     producer.flush(120)
+    consumer.close()
+
+
+def raw_follow_worker(
+    source: str, target: str, topic: str, parts: list[int], remote: str, stop: Event
+) -> None:
+    """Follow `parts` of `topic` from offset 0, copying to `remote` until `stop` is set
+    (at-least-once, no transactions: the latency ceiling).
+
+    `poll` returns as soon as one record is there and `consume(n, 0)` then takes what is
+    already queued: a batch without waiting for it to fill (`consume(n, timeout)` would hold
+    every record up to `timeout` when fewer than n arrive).
+    """
+    consumer = Consumer({"bootstrap.servers": source, **RAW_CONSUMER})
+    producer = Producer({"bootstrap.servers": target, **RAW_PRODUCER})
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    while not stop.is_set():
+        first = consumer.poll(0.1)
+        if first is not None:
+            for event in _forward(producer, [first, *consumer.consume(10_000, 0)], remote):
+                if event.error().fatal():
+                    raise KafkaException(event.error())
+                # Anything else librdkafka retries itself.
+        producer.poll(0)
+    producer.flush(60)
     consumer.close()
 
 
@@ -350,6 +384,22 @@ def run_raw(ctx: dict, topic: str, repeat: int) -> Measurement:
 
 
 RUNNERS = {"ours": run_ours, "mm2": run_mm2, "raw": run_raw}
+
+
+def warm_up(ctx: dict, records: int, value_size: int) -> None:
+    """Untimed: the brokers' JIT warms up on a raw copy of `records` records first, so the
+    first system measured is not measured against cold brokers; and each cluster's
+    `__transaction_state` (50 partitions, made by its first transactional producer, a one-time
+    cost per cluster; until it is loaded even idempotent producers wait for an id) is created
+    now, not during a system's run. `ctx` holds the bootstrap servers (`source`, `target`)
+    and `partitions`."""
+    warm = f"bench-warmup-{int(time.time())}"
+    warm_bytes = produce_workload(ctx["source"], warm, ctx["partitions"], records, value_size)
+    run_raw({**ctx, "records": records, "bytes": warm_bytes}, warm, -1)
+    for cluster in ("source", "target"):
+        txn = Producer({"bootstrap.servers": ctx[cluster], "transactional.id": warm})
+        txn.init_transactions(120)
+        del txn  # destroyed now, not after the clusters stop (it would log refusals)
 
 
 def summarize(results: list[Measurement], systems: list[str]) -> dict:
@@ -456,18 +506,7 @@ def main() -> int:
             "records": args.records,
         }
         if args.warmup_records:
-            # Untimed: the brokers' JIT warms up on a copy first, so repeat 0's first system
-            # is not measured against cold brokers.
-            warm = f"bench-warmup-{int(time.time())}"
-            warm_bytes = produce_workload(
-                ctx["source"], warm, args.partitions, args.warmup_records, args.value_size
-            )
-            run_raw({**ctx, "records": args.warmup_records, "bytes": warm_bytes}, warm, -1)
-            # The target's first transactional producer creates `__transaction_state` (50
-            # partitions): a one-time cost per cluster, not part of any system's copy.
-            txn = Producer({"bootstrap.servers": ctx["target"], "transactional.id": warm})
-            txn.init_transactions(120)
-            del txn  # destroyed now, not after the clusters stop (it would log refusals)
+            warm_up(ctx, args.warmup_records, args.value_size)
         for repeat in range(args.repeats):
             for system in systems:
                 topic = f"bench-{system}-{repeat}-{int(time.time())}"

@@ -1,46 +1,95 @@
-"""Latency benchmark: produce→visible-on-target at a steady rate, replication running throughout.
+"""Latency benchmark: produce→visible on the target at steady rates, and backlog drain.
 
-- ours: `dagster-daemon` with this project's sensors (topic listener + replication driver),
-  exactly what `dagster dev` runs; the driver ticks every `--tick` seconds.
-- mm2:  Apache MirrorMaker 2 in dedicated mode.
+Systems (`--systems`, default `follower,mm2,raw`) run one after the other on the same two local
+brokers, each on a fresh 8-partition topic of its own:
 
-Each system starts on a fresh 8-partition topic and counts as started once its remote topic
-exists on the target (`--warmup` bounds that wait). Then a producer writes `--rate` records/s
-for `--seconds`; a read_committed consumer on the target measures, per record (the first
-arrival of its key; duplicates are counted, not measured), arrival time minus the record's
-CreateTime (kept by both systems). Every record must arrive. Reports p50/p90/p99/max.
-Usage: `.venv/bin/python bench/latency.py [--rate 500] [--seconds 60] [--systems ours,mm2]`.
+- follower: `mm2-assets follow --config` (this project's continuous replication), started as a
+  process group (this checkout on PYTHONPATH) and stopped with SIGTERM to `follow` itself,
+  then to what is left of the group (`stop_process_group(leader_first=True)`). Its config
+  has MM2's benchmark settings (no heartbeats, checkpoints every 60 s, topic refresh every 5 s,
+  as `mm2_process.mm2_properties`) and the follower's defaults (commit every 100 ms, report
+  every 5 s): both systems do the same interval work besides copying.
+- mm2: Apache MirrorMaker 2 in dedicated mode (`mm2_process.start_mm2`), `tasks.max` 8.
+- raw: bench.py's confluent-kafka consume→produce loop, following (at-least-once, no
+  transactions), one process per core into `raw.<topic>`: the ceiling.
+- ours: batch mode, `dagster-daemon` with this project's sensors (driver tick `--tick` s).
+  Not in the default list; measure it with `--systems ours`.
+
+Latency mode (`--rates`, default 500,20000). Each system starts once: its start-up (until its
+remote topic exists and, for the follower, it printed its layout line; Spark's start-up is in
+here, not in any latency) and then its readiness (8 probe records produced at its start are
+visible on the target) are timed. Then a producer writes each rate for `--seconds` in turn; the
+next rate starts once every record of the previous one arrived (or `--drain-timeout`). A
+read_committed reader on the remote topic, assigned from offset 0, stamps each record's first
+arrival; latency is arrival minus the record's CreateTime, which every system keeps. The
+producer also stamps each record's acknowledgement by the source broker, which splits the
+latency into the source's share (grows with machine load whatever system runs) and the share
+the system adds. Per system and rate: records, lost, duplicated (counted until the system
+stopped and the reader saw nothing new for a few seconds), p50/p90/p99/max, the added p50/p99,
+and the CPU cores, RSS (start, end and peak of the window) of the system's process tree and
+the brokers' CPU.
+
+Backlog mode (`--backlog N`): per system, a fresh topic filled with N records of
+`--value-size` bytes (bench.py's workload), then the system starts; drain = first record
+visible → last (records/s, start-up excluded), total = the system's start → last.
+
+Usage: `.venv/bin/python bench/latency.py [--rates 500,20000] [--seconds 60]
+[--systems follower,mm2,raw] [--backlog 1000000]`; `--rates ''` runs the backlog only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
+import platform
+import re
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+# This checkout's package, not whichever the virtualenv's editable install points at.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mm2_process import (
+    group_members,
     mm2_properties,
     remote_topic,
     start_mm2,
     start_process_group,
     stop_process_group,
 )
+from procstat import PeakRss, TreeCpu, busy_processes, tree_rss_bytes
 
+from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.launcher import running_clusters
 from mm2_assets.kafka.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+PARTITIONS = 8
+SYSTEMS = ("follower", "mm2", "raw", "ours")
+PROBE = b"probe"
+# What the follower prints (mm2_assets/follow_command.py's PrintingReporter).
+LAYOUT_LINE = re.compile(
+    r"following (\d+) partitions of (\d+) topics with (\d+) tasks \(layout (\d+)\)"
+)
+WINDOW_LINE = re.compile(
+    r"^(\d\d):(\d\d):(\d\d) (\S+): (\d+) records \((\d+)/s\), lag (\d+) records$"
+)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -48,152 +97,985 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+def tree_rss_mb(pids: list[int]) -> float:
+    return sum(tree_rss_bytes(p) for p in pids) / 1e6
+
+
+# --- what arrives on the target --------------------------------------------------------------
+
+
+def _zeros(n: int) -> array:
+    out = array("d")
+    out.frombytes(bytes(8 * n))
+    return out
+
+
+class Phase:
+    """The records of one key prefix (`<prefix>-<index>`), by index (dense, so arrays): when
+    each first became visible on the target (0.0: not yet) and its CreateTime, duplicates, and
+    (latency mode) when the source broker acknowledged it to the producer."""
+
+    def __init__(self, name: bytes) -> None:
+        self.name = name
+        self.visible = array("d")
+        self.created = array("d")
+        self.acked = array("d")
+        self.ack_latency = array("d")
+        self.distinct = 0
+        self.duplicates = 0
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+
+    def arrived(self, index: int, now: float, created: float) -> None:
+        if index >= len(self.visible):
+            grow = index + 1 - len(self.visible) + 65536
+            self.visible.extend(_zeros(grow))
+            self.created.extend(_zeros(grow))
+        if self.visible[index]:
+            self.duplicates += 1
+            return
+        self.visible[index] = now
+        self.created[index] = created
+        self.distinct += 1
+        if self.first_at is None:
+            self.first_at = now
+        self.last_at = now
+
+    def latencies(self) -> list[float]:
+        """Produce (CreateTime) → first visible on the target, per arrived record."""
+        return [v - c for v, c in zip(self.visible, self.created, strict=True) if v]
+
+    def added_latencies(self) -> list[float]:
+        """Acknowledged by the source broker → first visible on the target: the part of the
+        latency the system adds, without the producer's and the source broker's share (which
+        grows when the machine is busy, whatever system runs)."""
+        return [v - a for v, a in zip(self.visible, self.acked, strict=False) if v and a]
+
+    def ack_latencies(self) -> list[float]:
+        """Produce → acknowledged by the source broker: the floor every system starts from."""
+        return list(self.ack_latency)
+
+
+class Tally:
+    """Arrivals on a remote topic by key prefix; records of no known prefix count as strays."""
+
+    def __init__(self, names: list[bytes]) -> None:
+        # Fixed before the reader starts: the reader thread only looks phases up.
+        self.phases = {name: Phase(name) for name in names}
+        self.strays = 0
+        self.errors: list[str] = []
+
+    def handle(self, messages: list[Message], now: float) -> bool:
+        """Count one consumed batch that arrived at `now`; whether it held any record."""
+        records = False
+        for msg in messages:
+            if msg.error():
+                if len(self.errors) < 20:
+                    self.errors.append(str(msg.error()))
+                continue
+            records = True
+            name, _, index = msg.key().rpartition(b"-")
+            phase = self.phases.get(name)
+            if phase is None:
+                self.strays += 1
+                continue
+            phase.arrived(int(index), now, msg.timestamp()[1] / 1000)
+        return records
+
+
+class TargetReader:
+    """A read_committed reader of a remote topic from offset 0, in a thread, feeding a Tally.
+
+    Assigned (no group: no rebalance delay) as soon as the remote topic exists, before any
+    record there is visible (`started_at` before the first record's stamp shows it was).
+    `poll` returns as soon as a record is there and `consume(n, 0)` takes what is already
+    queued, so a record is stamped within milliseconds of its fetch (`consume(n, timeout)`
+    would wait out `timeout` for n). The broker answers a waiting fetch as soon as a commit
+    makes records visible (measured: `fetch.wait.max.ms` 50 and 500 stamp alike), so the
+    default stays: the brokers here spend ~0.15 cores serving an idle 50 ms fetch loop.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, tally: Tally) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.tally = tally
+        self.error: BaseException | None = None
+        self.started_at: float | None = None
+        self._finish_at: float | None = None
+        self._idle = 3.0
+        self._thread = threading.Thread(target=self._run, name=f"reader-{topic}", daemon=True)
+
+    def start(self) -> TargetReader:
+        self.started_at = time.time()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"lat-reader-{time.time_ns()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(PARTITIONS)])
+        last_record = time.monotonic()
+        try:
+            while True:
+                first = consumer.poll(0.1)
+                if first is not None:
+                    batch = [first, *consumer.consume(10_000, 0)]
+                    if self.tally.handle(batch, time.time()):
+                        last_record = time.monotonic()
+                    continue
+                finish_at = self._finish_at
+                if finish_at is not None and time.monotonic() - max(last_record, finish_at) > (
+                    self._idle
+                ):
+                    break
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+        finally:
+            consumer.close()
+
+    def finish(self, idle: float = 3.0, timeout: float = 300.0) -> None:
+        """Stop once nothing new arrived for `idle` seconds (late duplicates are counted)."""
+        if self._thread.ident is None:
+            return  # never started (the system failed before its remote topic existed)
+        self._idle = idle
+        self._finish_at = time.monotonic()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError(f"the reader of {self.topic} did not finish in {timeout} s")
+        if self.error is not None:
+            raise RuntimeError(f"the reader of {self.topic} failed: {self.error}") from self.error
+
+
+def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, phase: Phase) -> int:
+    """Write `rate` records/s of 1 KiB for `seconds`, keys `<phase name>-<i>`, round robin
+    over the partitions; stamps each record's acknowledgement into `phase.acked` (delivery
+    reports are served every 5 ms); returns how many."""
+    acked = phase.acked
+    acked.extend(_zeros(rate * seconds + rate))
+    failed: list[str] = []
+
+    def delivered(err: object, msg: Message) -> None:
+        if err is not None:
+            failed.append(str(err))
+            return
+        index = int(msg.key().rpartition(b"-")[2])
+        if index >= len(acked):
+            acked.extend(_zeros(index + 1 - len(acked)))
+        now = time.time()
+        acked[index] = now
+        phase.ack_latency.append(now - msg.timestamp()[1] / 1000)
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "on_delivery": delivered}
+    )
+    value = b"x" * 1024
     sent = 0
     started = time.monotonic()
     while (elapsed := time.monotonic() - started) < seconds:
         due = int(elapsed * rate)
         while sent < due:
-            producer.produce(topic, key=b"k%d" % sent, value=b"x" * 1024, partition=sent % 8)
+            try:
+                producer.produce(
+                    topic,
+                    key=b"%s-%d" % (phase.name, sent),
+                    value=value,
+                    partition=sent % PARTITIONS,
+                )
+            except BufferError:
+                producer.poll(0.01)
+                continue
             sent += 1
         producer.poll(0)
         time.sleep(0.005)
     producer.flush(60)
+    if failed:
+        raise RuntimeError(f"producing to {topic} failed: {failed[:3]}")
     return sent
 
 
-def measure(
-    bootstrap: str, topic: str, expected: list[int], timeout: float
-) -> tuple[dict[bytes, float], int]:
-    """Latency (s) of each distinct record (by key: first arrival) arriving on `topic`, until
-    `expected[0]` distinct keys arrived or timeout; and how many arrivals were duplicates.
-
-    Counting distinct keys, not arrivals: an at-least-once copy's duplicates must not end the
-    wait early and hide records that never arrived.
-    """
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"lat-{time.time_ns()}",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
-    consumer.subscribe([topic])
-    latencies: dict[bytes, float] = {}
-    duplicates = 0
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (not expected or len(latencies) < expected[0]):
-        for msg in consumer.consume(1000, 0.2):
-            if msg.error():
-                continue
-            key = msg.key()
-            if key in latencies:
-                duplicates += 1
-                continue
-            latencies[key] = time.time() - msg.timestamp()[1] / 1000
-    consumer.close()
-    return latencies, duplicates
-
-
-def wait_for_topic(bootstrap: str, topic: str, timeout: float) -> float | None:
-    """Seconds until `topic` exists on `bootstrap`, None if it did not within `timeout`."""
+def open_transactions(bootstrap: str, topic: str) -> list[int]:
+    """Partitions of `topic` whose last stable offset trails the high watermark."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if topic in admin.list_topics(timeout=10).topics:
-            return time.monotonic() - started
-        time.sleep(0.5)
-    return None
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
 
-
-def run_system(system: str, ctx: dict, args: argparse.Namespace) -> dict:
-    topic = f"lat-{system}-{int(time.time())}"
-    admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
-    admin.create_topics([NewTopic(topic, 8, 1)])[topic].result(60)
-    workdir = Path(tempfile.mkdtemp(prefix=f"lat-{system}-"))
-    config = workdir / "mm2.properties"
-    if system == "ours":
-        remote = f"primary.{topic}"
-        config.write_text(
-            f"clusters = primary, backup\nprimary.bootstrap.servers = {ctx['source']}\n"
-            f"backup.bootstrap.servers = {ctx['target']}\nprimary->backup.enabled = true\n"
-            f"primary->backup.topics = {topic}\n"
-            "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-            "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-            "refresh.topics.interval.seconds = 5\n"
-            f"mm2assets.driver.interval.seconds = {args.tick}\n"
-            "emit.checkpoints.interval.seconds = 600\nemit.heartbeats.interval.seconds = 600\n"
-            "sync.topic.configs.interval.seconds = 600\n"
+    def ends(isolation: IsolationLevel) -> dict[int, int]:
+        futures = admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=isolation
         )
+        return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
+
+    committed = ends(IsolationLevel.READ_COMMITTED)
+    written = ends(IsolationLevel.READ_UNCOMMITTED)
+    return [p for p in committed if committed[p] != written[p]]
+
+
+# --- the systems -----------------------------------------------------------------------------
+
+
+def follower_properties(source: str, target: str, topic: str, extra: list[str]) -> str:
+    """mm2.properties of the follower: MM2's benchmark settings (see the module docstring),
+    then `extra` lines (`--follower-property`, for experiments)."""
+    return (
+        "clusters = primary, backup\n"
+        f"primary.bootstrap.servers = {source}\n"
+        f"backup.bootstrap.servers = {target}\n"
+        "primary->backup.enabled = true\n"
+        f"primary->backup.topics = {topic}\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "emit.heartbeats.enabled = false\n"
+        "refresh.topics.interval.seconds = 5\n"
+        "mm2assets.replication.mode = follow\n"
+    ) + "".join(f"{line}\n" for line in extra)  # the last value of a key wins
+
+
+def ours_properties(source: str, target: str, topic: str, tick: int) -> str:
+    """mm2.properties of batch mode under dagster-daemon (interval work pushed out)."""
+    return (
+        f"clusters = primary, backup\nprimary.bootstrap.servers = {source}\n"
+        f"backup.bootstrap.servers = {target}\nprimary->backup.enabled = true\n"
+        f"primary->backup.topics = {topic}\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "refresh.topics.interval.seconds = 5\n"
+        f"mm2assets.driver.interval.seconds = {tick}\n"
+        "emit.checkpoints.interval.seconds = 600\nemit.heartbeats.interval.seconds = 600\n"
+        "sync.topic.configs.interval.seconds = 600\n"
+    )
+
+
+@dataclass
+class Running:
+    """One system under test, started on `topic` and copying it to `remote`."""
+
+    name: str
+    topic: str
+    remote: str
+    workdir: Path
+    started: float  # epoch seconds, just before the start
+    proc: subprocess.Popen | None = None  # a process group's leader
+    workers: list = field(default_factory=list)  # raw: multiprocessing processes
+    worker_stop: object = None  # raw: their multiprocessing Event
+    log: Path | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        """Roots of the process trees to measure."""
+        if self.proc is not None:
+            return [self.proc.pid]
+        return [p.pid for p in self.workers if p.pid]
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return all(p.is_alive() for p in self.workers)
+
+    def config_text(self) -> str | None:
+        """The system's mm2.properties (local clusters, no secrets), for the results."""
+        config = self.workdir / "mm2.properties"
+        return config.read_text() if config.exists() else None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        if self.log is None or not self.log.exists():
+            return ""
+        return self.log.read_text(errors="replace")[-chars:]
+
+    def stop(self) -> dict:
+        """Stop the system (SIGTERM to its group, or the raw workers' event); how it went."""
+        started = time.monotonic()
+        leftovers: list[str] = []
+        if self.proc is not None and self.name == "follower":
+            # SIGTERM to `mm2-assets follow` itself, as its docs say, then the rest of the
+            # group: a SIGTERM to the whole group also kills Spark's JVM under the driver.
+            leftovers = stop_process_group(self.proc, leader_first=True)
+            code = self.proc.returncode
+        elif self.proc is not None:
+            stop_process_group(self.proc)
+            code = self.proc.returncode
+            leftovers = _group_leftovers(self.proc.pid)
+        else:
+            self.worker_stop.set()  # type: ignore[attr-defined]
+            for p in self.workers:
+                p.join(60)
+                if p.is_alive():
+                    leftovers.append(f"raw worker {p.pid}")
+                    p.kill()
+                    p.join(10)
+            codes = [p.exitcode for p in self.workers]
+            code = next((c for c in codes if c), 0)
+        return {"exit_code": code, "stop_s": time.monotonic() - started, "leftovers": leftovers}
+
+
+def _group_leftovers(pgid: int, grace: float = 15.0) -> list[str]:
+    """Processes of group `pgid` still there `grace` s after its leader exited (then killed:
+    they are this benchmark's). A clean stop leaves none."""
+    deadline = time.monotonic() + grace
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = group_members(pgid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    return left
+
+
+def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> Running:
+    """Start `name` replicating `topic` (which exists on the source)."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"lat-{name}-"))
+    config = workdir / "mm2.properties"
+    log = workdir / "out.log"
+    source, target = ctx["source"], ctx["target"]
+    if name == "follower":
+        config.write_text(follower_properties(source, target, topic, args.follower_property))
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
+        command = [sys.executable, "-m", "mm2_assets.cli", "follow", "--config", str(config)]
+        started = time.time()
+        proc = start_process_group(command, log, cwd=ROOT, env=env)
+        return Running(name, topic, f"primary.{topic}", workdir, started, proc=proc, log=log)
+    if name == "ours":
+        config.write_text(ours_properties(source, target, topic, args.tick))
         env = {**os.environ, "DAGSTER_HOME": str(workdir), "MM2_CONFIG": str(config)}
         command = [str(BIN / "dagster-daemon"), "run", "-m", "mm2_assets.definitions"]
-        proc = start_process_group(command, workdir / "out.log", cwd=ROOT, env=env)
-    else:
-        remote = remote_topic(topic)
-        config.write_text(mm2_properties(ctx["source"], ctx["target"], topic, tasks_max=8))
-        proc = start_mm2(config, workdir / "out.log")
+        started = time.time()
+        proc = start_process_group(command, log, cwd=ROOT, env=env)
+        return Running(name, topic, f"primary.{topic}", workdir, started, proc=proc, log=log)
+    if name == "mm2":
+        config.write_text(
+            mm2_properties(
+                source,
+                target,
+                topic,
+                tasks_max=PARTITIONS,
+                producer={"acks": "all", "enable.idempotence": "true"},
+            )
+        )
+        started = time.time()
+        proc = start_mm2(config, log)
+        return Running(name, topic, remote_topic(topic), workdir, started, proc=proc, log=log)
+    if name == "raw":
+        remote = f"raw.{topic}"
+        admin = AdminClient({"bootstrap.servers": target})
+        admin.create_topics([NewTopic(remote, PARTITIONS, 1)])[remote].result(60)
+        spawn = multiprocessing.get_context("spawn")
+        stop = spawn.Event()
+        workers_n = os.cpu_count() or 1
+        started = time.time()
+        workers = [
+            spawn.Process(
+                target=raw_follow_worker,
+                args=(source, target, topic, list(range(w, PARTITIONS, workers_n)), remote, stop),
+                daemon=True,
+            )
+            for w in range(workers_n)
+        ]
+        for w in workers:
+            w.start()
+        return Running(name, topic, remote, workdir, started, workers=workers, worker_stop=stop)
+    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+
+
+def wait_started(
+    running: Running, target: str, timeout: float, on_topic: Callable[[], object]
+) -> dict:
+    """Seconds from the start until the remote topic exists (then `on_topic()` is called at
+    once) and (follower) the layout line was printed; raises if the system exits or takes
+    longer than `timeout`."""
+    admin = AdminClient({"bootstrap.servers": target})
+    out: dict = {"topic_s": None}
+    if running.name == "follower":
+        out["layout_s"] = None
+    while time.time() - running.started < timeout:
+        if not running.alive():
+            raise RuntimeError(f"{running.name} exited while starting:\n{running.log_tail()}")
+        now = time.time() - running.started
+        if out["topic_s"] is None and running.remote in admin.list_topics(timeout=10).topics:
+            out["topic_s"] = now
+            on_topic()
+        if "layout_s" in out and out["layout_s"] is None:
+            match = LAYOUT_LINE.search(running.log_tail(100_000))
+            if match:
+                out["layout_s"] = now
+                out["layout"] = match.group(0)
+        if all(v is not None for v in out.values()):
+            out["startup_s"] = max(out["topic_s"], out.get("layout_s") or 0.0)
+            return out
+        time.sleep(0.1)
+    raise RuntimeError(
+        f"{running.name}: not started after {timeout} s ({out}):\n{running.log_tail()}"
+    )
+
+
+def follower_log(running: Running) -> dict:
+    """The follower's report windows, layouts and problems, from its output."""
+    windows, layouts, problems = [], [], []
+    text = running.log.read_text(errors="replace") if running.log else ""
+    for line in text.splitlines():
+        if m := WINDOW_LINE.match(line):
+            hh, mm, ss = (int(x) for x in m.group(1, 2, 3))
+            windows.append(
+                {
+                    "clock": f"{hh:02d}:{mm:02d}:{ss:02d}",
+                    "day_s": hh * 3600 + mm * 60 + ss,
+                    "records": int(m.group(5)),
+                    "per_s": int(m.group(6)),
+                    "lag": int(m.group(7)),
+                }
+            )
+        elif LAYOUT_LINE.search(line):
+            layouts.append(line)
+        elif "failed" in line or "Traceback" in line or "Error" in line:
+            problems.append(line[:300])
+    return {"windows": windows, "layouts": layouts, "problems": problems[:30]}
+
+
+def reported_lag(log: dict, window_clock: list[float], report_every: int = 5) -> int | None:
+    """The follower's own view of a produce window: the largest lag among the report windows
+    that lie inside it (a report covers the `report_every` seconds before its time stamp;
+    one straddling the next rate's start would mix the two)."""
+    lo, hi = (day_seconds(t) for t in window_clock)
+    lags = [w["lag"] for w in log["windows"] if lo - 1 <= w["day_s"] - report_every <= hi - 4]
+    return max(lags) if lags else None
+
+
+def day_seconds(epoch: float) -> int:
+    t = time.localtime(epoch)
+    return t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec
+
+
+# --- latency mode ----------------------------------------------------------------------------
+
+
+def steady_warmup(ctx: dict, seconds: int = 5, rate: int = 1000) -> dict:
+    """Untimed: steady small batches to the source before any system runs. bench.py's warm-up
+    fills in big batches; the first steady small-batch load after it was acknowledged slowly
+    in smoke runs (p50 0.06-0.45 s, then 0.012 s), which would count against the first
+    system measured. Returns the acknowledgement latencies of this warm-up."""
+    topic = f"lat-warmup-{int(time.time())}"
+    admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    phase = Phase(b"warm")
+    produce_steady(ctx["source"], topic, rate, seconds, phase)
+    acks = phase.ack_latencies()
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "ack_p50_s": percentile(acks, 0.5),
+        "ack_p99_s": percentile(acks, 0.99),
+    }
+
+
+def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argparse.Namespace):
+    """Produce `rate` records/s for `--seconds` to the system's topic and wait for them all;
+    the system's resources over the window."""
+    pids = running.pids
+    rss_start = tree_rss_mb(pids)
+    load_start = os.getloadavg()[0]
+    began, t0 = time.time(), time.monotonic()
+    with (
+        PeakRss(pids, interval=1.0) as peak,
+        TreeCpu(pids) as tree,
+        TreeCpu(ctx["broker_pids"]) as brokers,
+    ):
+        sent = produce_steady(ctx["source"], running.topic, rate, args.seconds, phase)
+        window = time.monotonic() - t0
+        rss_end = tree_rss_mb(pids)
+    cpu, brokers_cpu = tree.seconds, brokers.seconds
+    ended = time.time()
+    deadline = time.monotonic() + args.drain_timeout
+    while phase.distinct < sent and time.monotonic() < deadline and running.alive():
+        time.sleep(0.1)
+    return {
+        "rate": rate,
+        "records": sent,
+        "window_s": window,
+        "window_clock": [began, ended],
+        "caught_up_after_s": (time.monotonic() - t0 - window) if phase.distinct >= sent else None,
+        "cpu_s": cpu,
+        "cpu_cores": cpu / window,
+        "brokers_cpu_cores": brokers_cpu / window,
+        "rss_start_mb": rss_start,
+        "rss_end_mb": rss_end,
+        "rss_peak_mb": max(peak.peak / 1e6, rss_start, rss_end),
+        "loadavg_1m": [load_start, os.getloadavg()[0]],
+    }
+
+
+def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[int]) -> dict:
+    """Start `name` once, time its start-up, then measure every rate in turn."""
+    topic = f"lat-{name}-{int(time.time())}"
+    admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    phases = {rate: b"r%d" % rate for rate in rates}
+    tally = Tally([PROBE, *phases.values()])
+    running = start_system(name, ctx, topic, args)
+    reader = TargetReader(ctx["target"], running.remote, tally)
+    print(f"{name}: started in {running.workdir}", flush=True)
+    rows: list[dict] = []
+    stopped: dict = {}
     try:
-        # Started once the remote topic exists on the target; --warmup bounds the wait.
-        startup = wait_for_topic(ctx["target"], remote, args.warmup)
-        if startup is None:
+        # Probes, one per partition, written at the start: a system is ready once they are
+        # visible on the target, i.e. once it copies (the batch mode needs data to start).
+        probe = Producer({"bootstrap.servers": ctx["source"]})
+        for p in range(PARTITIONS):
+            probe.produce(topic, key=b"%s-%d" % (PROBE, p), value=b"p", partition=p)
+        probe.flush(30)
+        started = wait_started(running, ctx["target"], args.warmup, reader.start)
+        probes = tally.phases[PROBE]
+        while probes.distinct < PARTITIONS:
+            if time.time() - running.started > args.warmup or not running.alive():
+                raise RuntimeError(
+                    f"{name}: {probes.distinct} of {PARTITIONS} probe records on the target "
+                    f"after {time.time() - running.started:.0f} s:\n{running.log_tail()}"
+                )
+            time.sleep(0.05)
+        started["ready_s"] = (probes.last_at or time.time()) - running.started
+        print(f"{name}: {json.dumps(started)}", flush=True)
+        for rate in rates:
+            row = run_rate(running, tally.phases[phases[rate]], ctx, rate, args)
+            rows.append(row)
             print(
-                f"{system}: {remote} not on the target after {args.warmup} s; measuring anyway",
-                file=sys.stderr,
+                f"{name} {rate}/s: {row['records']} records, caught up "
+                f"{row['caught_up_after_s']} s after, {row['cpu_cores']:.2f} cores",
                 flush=True,
             )
-        expected: list[int] = []
-        result: list[tuple[dict[bytes, float], int]] = []
-        reader = threading.Thread(
-            target=lambda: result.append(
-                measure(ctx["target"], remote, expected, args.seconds + 300)
-            )
-        )
-        reader.start()
-        sent = produce_steady(ctx["source"], topic, args.rate, args.seconds)
-        expected.append(sent)
-        reader.join()
     finally:
-        stop_process_group(proc)
-    if not result:
-        raise RuntimeError(f"{system}: the target reader failed; see the traceback above")
-    latencies, duplicates = result[0]
-    if len(latencies) < sent:
-        raise RuntimeError(
-            f"{system}: {len(latencies)} of {sent} distinct records arrived "
-            f"({duplicates} duplicates); see {workdir}"
+        stopped = running.stop()
+        reader.finish()
+    stopped["open_transactions"] = open_transactions(ctx["target"], running.remote)
+    log = follower_log(running) if name == "follower" else None
+    for row in rows:
+        phase = tally.phases[phases[row["rate"]]]
+        values, added, acks = phase.latencies(), phase.added_latencies(), phase.ack_latencies()
+        row.update(
+            {
+                "system": name,
+                "arrived": phase.distinct,
+                "lost": row["records"] - phase.distinct,
+                "duplicated": phase.duplicates,
+                "p50_s": percentile(values, 0.5) if values else None,
+                "p90_s": percentile(values, 0.9) if values else None,
+                "p99_s": percentile(values, 0.99) if values else None,
+                "max_s": max(values) if values else None,
+                "mean_s": statistics.fmean(values) if values else None,
+                "added_p50_s": percentile(added, 0.5) if added else None,
+                "added_p99_s": percentile(added, 0.99) if added else None,
+                "ack_p50_s": percentile(acks, 0.5) if acks else None,
+                "ack_p99_s": percentile(acks, 0.99) if acks else None,
+            }
         )
-    values = list(latencies.values())
+        if log is not None:
+            row["follower_max_reported_lag"] = reported_lag(log, row["window_clock"])
     return {
-        "system": system,
-        "records": sent,
-        "duplicates": duplicates,
-        "startup_s": startup,
-        "p50_s": percentile(values, 0.5),
-        "p90_s": percentile(values, 0.9),
-        "p99_s": percentile(values, 0.99),
-        "max_s": max(values),
-        "mean_s": statistics.fmean(values),
+        "system": name,
+        "topic": topic,
+        "remote": running.remote,
+        "workdir": str(running.workdir),
+        "config": running.config_text(),
+        **started,
+        **stopped,
+        "strays": tally.strays,
+        "reader_errors": tally.errors,
+        "follower_log": log,
+        "rates": rows,
     }
+
+
+# --- backlog mode ----------------------------------------------------------------------------
+
+
+def backlog_system(name: str, ctx: dict, args: argparse.Namespace) -> dict:
+    """Fill a fresh topic with `--backlog` records, start `name`, time the drain."""
+    topic = f"backlog-{name}-{int(time.time())}"
+    fill_started = time.monotonic()
+    produce_workload(ctx["source"], topic, PARTITIONS, args.backlog, args.value_size)
+    fill_s = time.monotonic() - fill_started
+    tally = Tally([b"key"])  # bench.py's workload keys are key-<i>
+    phase = tally.phases[b"key"]
+    running = start_system(name, ctx, topic, args)
+    reader = TargetReader(ctx["target"], running.remote, tally)
+    print(f"{name} backlog: filled {args.backlog} in {fill_s:.1f} s; {running.workdir}", flush=True)
+    started: dict = {}
+    cpu = peak_mb = 0.0
+    try:
+        with (
+            PeakRss(running.pids, interval=0.5) as peak,
+            TreeCpu(running.pids) as tree,
+            TreeCpu(ctx["broker_pids"]) as brokers,
+        ):
+            started = wait_started(running, ctx["target"], args.warmup, reader.start)
+            deadline = running.started + args.backlog_timeout
+            while phase.distinct < args.backlog and time.time() < deadline:
+                if not running.alive():
+                    raise RuntimeError(f"{name} exited while draining:\n{running.log_tail()}")
+                time.sleep(0.1)
+            # Read now, before the stop: up to the drain's end (within one 0.5 s sample).
+            cpu, brokers_cpu = tree.seconds, brokers.seconds
+        peak_mb = peak.peak / 1e6
+    finally:
+        stopped = running.stop()
+        reader.finish()
+    stopped["open_transactions"] = open_transactions(ctx["target"], running.remote)
+    first = (phase.first_at or running.started) - running.started
+    total = (phase.last_at or time.time()) - running.started
+    drain = total - first
+    row = {
+        "system": name,
+        "topic": topic,
+        "remote": running.remote,
+        "workdir": str(running.workdir),
+        "config": running.config_text(),
+        "records": args.backlog,
+        "fill_s": fill_s,
+        "arrived": phase.distinct,
+        "lost": args.backlog - phase.distinct,
+        "duplicated": phase.duplicates,
+        **started,
+        "first_visible_s": first,
+        "total_s": total,
+        "drain_s": drain,
+        "drain_records_per_s": args.backlog / drain if drain > 0 else None,
+        "total_records_per_s": args.backlog / total if total > 0 else None,
+        "cpu_s": cpu,
+        "cpu_cores": cpu / total if total > 0 else None,
+        "brokers_cpu_cores": brokers_cpu / total if total > 0 else None,
+        "rss_peak_mb": peak_mb,
+        **stopped,
+        "strays": tally.strays,
+        "reader_errors": tally.errors,
+        "reader_started_s": (reader.started_at or running.started) - running.started,
+    }
+    if name == "follower":
+        row["follower_log"] = follower_log(running)
+    return row
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def load_note(load: dict) -> str:
+    busy = ", ".join(f"{p['command'][:70]} ({p['cores']:.2f})" for p in load["busy"][:4])
+    avg = " / ".join(f"{x:.2f}" for x in load["loadavg"])
+    return f"loadavg {avg}; busiest processes over 2 s (cores): {busy or 'none'}"
+
+
+def goals(systems: list[dict], backlog: list[dict]) -> list[str]:
+    """The issue's goals against what was measured."""
+    out = []
+    follower = next((s for s in systems if s["system"] == "follower"), None)
+
+    def verdict(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("met" if ok else "**not met**")
+
+    if follower is not None:
+        by_rate = {r["rate"]: r for r in follower["rates"]}
+        if (r := by_rate.get(500)) and r["p99_s"] is not None:
+            ok = r["p99_s"] <= 1.0 and r["p50_s"] <= 0.5
+            out.append(
+                f"| follower p99 ≤ 1.0 s and p50 ≤ 0.5 s at 500 records/s | p99 "
+                f"{r['p99_s']:.3f} s, p50 {r['p50_s']:.3f} s | {verdict(ok)} |"
+            )
+            out.append(
+                f"| follower on 8 partitions ≤ 1 core at 500 records/s | "
+                f"{r['cpu_cores']:.2f} cores | {verdict(r['cpu_cores'] <= 1.0)} |"
+            )
+            flat = abs(r["rss_end_mb"] - r["rss_start_mb"]) <= 0.05 * r["rss_start_mb"]
+            out.append(
+                f"| follower RSS flat at 500 records/s (end within 5% of start) | "
+                f"{r['rss_start_mb']:.0f} → {r['rss_end_mb']:.0f} MB (peak "
+                f"{r['rss_peak_mb']:.0f}) | {verdict(flat)} |"
+            )
+        if (r := by_rate.get(20000)) and r["p99_s"] is not None:
+            out.append(
+                f"| follower p99 ≤ 2 s at 20,000 records/s | p99 {r['p99_s']:.3f} s | "
+                f"{verdict(r['p99_s'] <= 2.0)} |"
+            )
+        for r in follower["rates"]:
+            clean = r["lost"] == 0 and r["duplicated"] == 0
+            out.append(
+                f"| follower at {r['rate']} records/s: lost 0, duplicated 0 | lost {r['lost']}, "
+                f"duplicated {r['duplicated']} | {verdict(clean)} |"
+            )
+    drains = {b["system"]: b for b in backlog}
+    if "follower" in drains and "mm2" in drains:
+        f, m = drains["follower"]["drain_records_per_s"], drains["mm2"]["drain_records_per_s"]
+        if f and m:
+            out.append(
+                f"| backlog drain rate ≥ 2x MM2's | {f:,.0f} vs {m:,.0f} records/s = "
+                f"{f / m:.2f}x | {verdict(f / m >= 2.0)} |"
+            )
+    if not out:
+        return []
+    return ["## Goals (issue 13)", "", "| goal | measured | |", "|---|---|---|", *out, ""]
+
+
+def markdown(report: dict) -> str:
+    params = report["params"]
+    failed = [r for r in report["systems"] + report["backlog"] if "error" in r]
+    systems = [r for r in report["systems"] if "error" not in r]
+    backlog = [r for r in report["backlog"] if "error" not in r]
+    lines = [
+        "# Latency and backlog drain",
+        "",
+        f"Kafka {report['kafka_version']}, {report['machine']['cpus']} cores "
+        f"({report['machine']['platform']}, Python {report['machine']['python']}), two local "
+        f"single-node clusters. 1 KiB values, {PARTITIONS} partitions. Systems run one after "
+        "the other on the same brokers; each starts once and serves every rate in turn. "
+        "Latency = first read_committed arrival on the target minus the record's CreateTime.",
+        "",
+        f"Parameters: rates {params['rates'] or '-'} records/s for {params['seconds']} s each, "
+        f"backlog {params['backlog']:,} records, systems {params['systems']}, warm-up copy "
+        f"{params['warmup_records']:,} records. Command: `{report['command']}`.",
+        "",
+        *(
+            [
+                f"Steady warm-up before the systems (untimed, {w['rate']} records/s for "
+                f"{w['seconds']} s): source acknowledgement p50 {w['ack_p50_s']:.3f} s, p99 "
+                f"{w['ack_p99_s']:.3f} s.",
+                "",
+            ]
+            if (w := report.get("steady_warmup"))
+            else []
+        ),
+        f"Machine load at the start: {load_note(report['load']['start'])}.",
+        "",
+        f"At the end: {load_note(report['load']['end'])}.",
+        "",
+    ]
+    if params.get("note"):
+        lines += [f"Note: {params['note']}", ""]
+    for r in failed:
+        lines += [f"**{r['system']} failed**: `{r['error'][:500]}`", ""]
+    lines += goals(systems, backlog)
+    if systems:
+        lines += [
+            "## Start-up (not counted as latency)",
+            "",
+            "| system | remote topic s | layout line s | start-up s | ready s | stop s "
+            "| exit code | open txns after stop | processes left |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s in systems:
+            lines.append(
+                f"| {s['system']} | {fmt(s['topic_s'])} | {fmt(s.get('layout_s'))} "
+                f"| {fmt(s['startup_s'])} | {fmt(s['ready_s'])} | {fmt(s['stop_s'])} "
+                f"| {s['exit_code']} | {len(s['open_transactions'])} | {len(s['leftovers'])} |"
+            )
+        lines += [
+            "",
+            "Start-up: from the process start until the remote topic exists (and, for the "
+            "follower, it printed `following N partitions ... (layout 1)`; Spark's start is "
+            "here). Ready: until 8 probe records, written at the start, are visible on the "
+            "target; latency is measured only after that. Stop: SIGTERM (the follower: to "
+            "`follow`, then to what is left of its process group; MM2: to its process group; "
+            "the raw loop: an event) until it exited.",
+            "",
+        ]
+        for rate in [int(r) for r in params["rates"].split(",") if r.strip()]:
+            lines += [
+                f"## {rate:,} records/s for {params['seconds']} s",
+                "",
+                "| system | records | lost | duplicated | p50 s | p90 s | p99 s | max s "
+                "| added p50 / p99 s | source ack p50 / p99 s | CPU cores "
+                "| RSS MB start → end (peak) | brokers' cores |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            ]
+            notes: list[str] = []
+            for s in systems:
+                for r in s["rates"]:
+                    if r["rate"] != rate:
+                        continue
+                    lines.append(
+                        f"| {s['system']} | {r['records']:,} | {r['lost']} | {r['duplicated']} "
+                        f"| {fmt(r['p50_s'], '.3f')} | {fmt(r['p90_s'], '.3f')} "
+                        f"| {fmt(r['p99_s'], '.3f')} | {fmt(r['max_s'], '.3f')} "
+                        f"| {fmt(r['added_p50_s'], '.3f')} / {fmt(r['added_p99_s'], '.3f')} "
+                        f"| {fmt(r['ack_p50_s'], '.3f')} / {fmt(r['ack_p99_s'], '.3f')} "
+                        f"| {r['cpu_cores']:.2f} | {r['rss_start_mb']:.0f} → "
+                        f"{r['rss_end_mb']:.0f} ({r['rss_peak_mb']:.0f}) "
+                        f"| {r['brokers_cpu_cores']:.2f} |"
+                    )
+                    if r.get("follower_max_reported_lag") is not None:
+                        notes.append(
+                            f"The follower's own reports in this window: largest lag "
+                            f"{r['follower_max_reported_lag']:,} records."
+                        )
+            loads = ", ".join(
+                f"{s['system']} {r['loadavg_1m'][0]:.1f} → {r['loadavg_1m'][1]:.1f}"
+                for s in systems
+                for r in s["rates"]
+                if r["rate"] == rate
+            )
+            notes.append(f"1-minute loadavg at the window's start → end: {loads}.")
+            lines += ["", *notes, ""]
+        lines += [
+            "p50-max: produce (CreateTime) → first visible on the target (read_committed). "
+            "Added: the source broker's acknowledgement to the producer → first visible on the "
+            "target, the share of the system (producer and source broker excluded). Source "
+            "ack: produce → acknowledged (acks=all, linger 5 ms), the floor every system starts "
+            "from; it grows when the machine is busy.",
+            "",
+            "CPU cores: CPU seconds of the system's process tree (the follower: its Python "
+            "process, Spark's JVM and Python workers) over the produce window ÷ the window; "
+            "RSS: the tree's summed VmRSS at the window's start and end and its peak (sampled "
+            "every second). The raw loop is 2 processes (one per core).",
+            "",
+        ]
+    if backlog:
+        mm2 = next((b for b in backlog if b["system"] == "mm2"), None)
+        lines += [
+            f"## Backlog: {params['backlog']:,} records already on the source",
+            "",
+            "| system | records | lost | duplicated | start-up s | first visible s | drain s "
+            "| drain records/s | vs MM2 | total s | total records/s | CPU cores | peak RSS MB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for b in backlog:
+            ratio = (
+                f"{b['drain_records_per_s'] / mm2['drain_records_per_s']:.2f}x"
+                if mm2 and b["drain_records_per_s"] and mm2["drain_records_per_s"]
+                else "-"
+            )
+            lines.append(
+                f"| {b['system']} | {b['records']:,} | {b['lost']} | {b['duplicated']} "
+                f"| {fmt(b['startup_s'])} | {fmt(b['first_visible_s'])} | {fmt(b['drain_s'])} "
+                f"| {fmt(b['drain_records_per_s'], ',.0f')} | {ratio} | {fmt(b['total_s'])} "
+                f"| {fmt(b['total_records_per_s'], ',.0f')} | {fmt(b['cpu_cores'])} "
+                f"| {b['rss_peak_mb']:.0f} |"
+            )
+        for b in backlog:
+            if b["first_visible_s"] - b["reader_started_s"] < 0.2:
+                # Its first stamp came right after it was assigned: records may have been
+                # visible before, and then the drain time is too short.
+                lines.append(
+                    f"\n{b['system']}: the reader saw records {b['first_visible_s']:.2f} s "
+                    f"after the start, right after it was assigned "
+                    f"({b['reader_started_s']:.2f} s): the drain may be measured short."
+                )
+        lines += [
+            "",
+            "Drain: first record visible on the target (read_committed) → last; total: the "
+            "system's process start → last record visible. Each system drains its own freshly "
+            "filled topic (bench.py's workload: keys, 1 KiB values, one header).",
+            "",
+        ]
+    lines += [
+        "## Notes",
+        "",
+        "- The follower's config: MM2's benchmark settings (no heartbeats, checkpoints every "
+        "60 s (MM2's default), topic refresh every 5 s), commit interval 100 ms and report "
+        "window 5 s (the follower's defaults); `tasks.max` unset, so one copy task per Spark "
+        "slot. MM2: dedicated mode, `tasks.max` 8, acks=all, idempotent producer.",
+        "- Each system starts once and serves the rates in turn (the follower as it would "
+        "run: one long-lived process); an untimed steady warm-up precedes the first system.",
+        "- The raw loop is at-least-once without transactions (its duplicates, if any, are "
+        "allowed); the follower's and MM2's must be 0 for read_committed readers.",
+        "- Batch mode (`ours`: `dagster-daemon` with the sensors, a run per driver tick) is "
+        "not in the default systems; measure it with `--systems ours` (its p50 was 10.6 s "
+        "at 500 records/s with a 5 s tick).",
+        "- The reader and the producer run in the benchmark's process on the same 2 cores as "
+        "the brokers and the system under test. A record counts as lost when it was not on "
+        "the target once the system stopped and the reader saw nothing new for 3 s; "
+        "duplicates are counted until then.",
+        "- The follower is stopped with SIGTERM to `mm2-assets follow` itself, then to what is "
+        "left of its process group; a SIGTERM to the whole group at once also kills Spark's "
+        "JVM under the driver, and `follow` then intermittently exits 1 "
+        "(`ConnectionRefusedError` from `session.stop()`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render(path: Path) -> int:
+    """Rewrite latency.md from `path` (a run's latency.json), with the report code as it is
+    now; the follower's reported lag per window is recomputed from its log lines."""
+    report = json.loads(path.read_text())
+    for system in report["systems"]:
+        for row in system.get("rates", []):
+            if system.get("follower_log"):
+                row["follower_max_reported_lag"] = reported_lag(
+                    system["follower_log"], row["window_clock"]
+                )
+    path.write_text(json.dumps(report, indent=2))
+    (path.parent / "latency.md").write_text(markdown(report))
+    return 0
+
+
+def machine_load() -> dict:
+    return {"loadavg": list(os.getloadavg()), "busy": busy_processes(2.0)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=int, default=500, help="records per second")
-    parser.add_argument("--seconds", type=int, default=60)
-    parser.add_argument("--tick", type=int, default=5, help="our replication driver interval")
+    parser.add_argument("--rates", default="500,20000", help="records/s, comma-separated")
+    parser.add_argument("--seconds", type=int, default=60, help="produce time per rate")
+    parser.add_argument("--systems", default="follower,mm2,raw", help=f"of {', '.join(SYSTEMS)}")
+    parser.add_argument(
+        "--backlog", type=int, default=0, help="also drain a backlog of this many records"
+    )
+    parser.add_argument("--backlog-systems", default="follower,mm2,raw")
+    parser.add_argument("--value-size", type=int, default=1024, help="backlog record size")
+    parser.add_argument("--tick", type=int, default=5, help="batch mode's driver interval")
     parser.add_argument(
         "--warmup",
         type=int,
-        default=20,
-        help="at most this many seconds for a system to start (create its remote topic)",
+        default=180,
+        help="at most this many seconds for a system to start and copy its probes",
     )
-    parser.add_argument("--systems", default="ours,mm2")
+    parser.add_argument(
+        "--drain-timeout", type=int, default=120, help="wait for a rate's records after it"
+    )
+    parser.add_argument("--backlog-timeout", type=int, default=900)
+    parser.add_argument(
+        "--warmup-records", type=int, default=300_000, help="untimed raw copy first (broker JIT)"
+    )
+    parser.add_argument(
+        "--follower-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra mm2.properties line for the follower (repeatable; experiments)",
+    )
+    parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument(
+        "--render",
+        metavar="JSON",
+        help="only write latency.md (next to JSON) again from a run's latency.json",
+    )
     args = parser.parse_args()
-    rows = []
+    if args.render:
+        return render(Path(args.render))
+    rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    backlog_systems = [s.strip() for s in args.backlog_systems.split(",") if s.strip()]
+    for name in {*systems, *backlog_systems}:
+        if name not in SYSTEMS:
+            parser.error(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+    report: dict = {
+        "kafka_version": KAFKA_VERSION,
+        "command": " ".join(["bench/latency.py", *sys.argv[1:]]),
+        "params": vars(args),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "load": {"start": machine_load()},
+        "systems": [],
+        "backlog": [],
+    }
     with (
         tempfile.TemporaryDirectory(prefix="lat-kafka-") as kafka_dir,
         running_clusters(["source", "target"], Path(kafka_dir)) as clusters,
@@ -201,30 +1083,35 @@ def main() -> int:
         ctx = {
             "source": clusters["source"].bootstrap_servers,
             "target": clusters["target"].bootstrap_servers,
+            "partitions": PARTITIONS,
+            "broker_pids": [c.pid for c in clusters.values()],
         }
-        for system in [s.strip() for s in args.systems.split(",") if s.strip()]:
-            row = run_system(system, ctx, args)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        if args.warmup_records:
+            warm_up(ctx, args.warmup_records, args.value_size)
+            report["steady_warmup"] = steady_warmup(ctx)
+        # One system failing must not lose the others' measurements of a long run: its
+        # error is reported in its place.
+        for name in systems if rates else []:
+            try:
+                row = latency_system(name, ctx, args, rates)
+            except Exception as exc:
+                row = {"system": name, "error": f"{type(exc).__name__}: {exc}"}
+            report["systems"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
+        for name in backlog_systems if args.backlog else []:
+            try:
+                row = backlog_system(name, ctx, args)
+            except Exception as exc:
+                row = {"system": name, "error": f"{type(exc).__name__}: {exc}"}
+            report["backlog"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
+    report["load"]["end"] = machine_load()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "latency.json").write_text(
-        json.dumps({"kafka_version": KAFKA_VERSION, "params": vars(args), "rows": rows}, indent=2)
-    )
-    lines = [
-        f"# Latency: {args.rate} records/s for {args.seconds} s, 1 KiB, 8 partitions "
-        f"(our driver tick {args.tick} s)",
-        "",
-        "| system | records | duplicates | p50 s | p90 s | p99 s | max s |",
-        "|---|---|---|---|---|---|---|",
-        *(
-            f"| {r['system']} | {r['records']} | {r['duplicates']} | {r['p50_s']:.2f} "
-            f"| {r['p90_s']:.2f} | {r['p99_s']:.2f} | {r['max_s']:.2f} |"
-            for r in rows
-        ),
-    ]
-    (out / "latency.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    (out / "latency.json").write_text(json.dumps(report, indent=2))
+    text = markdown(report)
+    (out / "latency.md").write_text(text)
+    print(text)
     return 0
 
 

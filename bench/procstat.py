@@ -1,4 +1,5 @@
-"""Peak resident memory of a process tree, sampled from /proc (Linux)."""
+"""Resident memory and CPU time of process trees, and the machine's other load, from /proc
+(Linux)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import threading
 import time
 from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _children(pid: int) -> list[int]:
@@ -23,9 +26,9 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """Sum of VmRSS over `pid` and all its descendants right now."""
-    total = 0
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and all its live descendants (a JVM's or Spark's workers included)."""
+    out: list[int] = []
     stack = [pid]
     seen: set[int] = set()
     while stack:
@@ -33,6 +36,17 @@ def tree_rss_bytes(pid: int) -> int:
         if current in seen:
             continue
         seen.add(current)
+        if Path(f"/proc/{current}").exists():
+            out.append(current)
+            stack.extend(_children(current))
+    return out
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Sum of VmRSS over `pid` and all its descendants right now (pages shared by forked
+    processes count once per process)."""
+    total = 0
+    for current in tree_pids(pid):
         try:
             for line in Path(f"/proc/{current}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -40,8 +54,80 @@ def tree_rss_bytes(pid: int) -> int:
                     break
         except OSError:
             continue
-        stack.extend(_children(current))
     return total
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name (which may hold spaces), or None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def process_cpu_seconds(pid: int, *, reaped_children: bool = True) -> float:
+    """CPU seconds (user + system) `pid` used so far; with `reaped_children`, plus those of its
+    children that exited and were waited for (so a tree's total survives short-lived workers)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0.0
+    # Fields 14-17 of proc(5) (utime, stime, cutime, cstime); index 0 here is field 3.
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLOCK_TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by `pid` and its live descendants (and their reaped children)."""
+    return sum(process_cpu_seconds(p) for p in tree_pids(pid))
+
+
+def _command(pid: int) -> str:
+    """A short command line: the program's name and the tail of its arguments (where a JVM
+    names its main class and config)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return "?"
+    args = [a for a in args if a]
+    if not args:  # a kernel thread: its name only
+        try:
+            return f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"
+        except OSError:
+            return "?"
+    rest = " ".join(args[1:])
+    if len(rest) > 120:
+        rest = "..." + rest[-120:]
+    return f"{Path(args[0]).name} {rest}".strip()
+
+
+def busy_processes(sample_seconds: float = 2.0, top: int = 8) -> list[dict]:
+    """The processes that used the most CPU over the next `sample_seconds` (cores, command),
+    to record what else loads the machine while a benchmark runs."""
+
+    def snapshot() -> dict[int, float]:
+        out = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                out[int(entry)] = process_cpu_seconds(int(entry), reaped_children=False)
+        return out
+
+    before = snapshot()
+    time.sleep(sample_seconds)
+    after = snapshot()
+    used = sorted(
+        ((after[p] - before.get(p, 0.0), p) for p in after), reverse=True
+    )  # a process started during the sample counts from zero
+    out = []
+    for seconds, pid in used[:top]:
+        if seconds <= 0:
+            break
+        out.append(
+            {"pid": pid, "cores": round(seconds / sample_seconds, 2), "command": _command(pid)}
+        )
+    return out
 
 
 class PeakRss:
@@ -57,7 +143,7 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, sum(tree_rss_bytes(p) for p in self.pids))
-            time.sleep(self.interval)
+            self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakRss:
         self._thread.start()
@@ -66,3 +152,48 @@ class PeakRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class TreeCpu:
+    """CPU seconds used by process trees while it runs, sampled every `interval` seconds.
+
+    Summing the live tree at two instants is not enough when processes come and go (a batch
+    run's processes exit, and their time leaves the tree unless a parent in it waits for
+    them): each process's own CPU time is remembered at its last sample instead, so one that
+    exits keeps what it used (less its last `interval`).
+    """
+
+    def __init__(self, pids: list[int], interval: float = 0.5) -> None:
+        self.pids = pids
+        self.interval = interval
+        self._base: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        for root in self.pids:
+            for pid in tree_pids(root):
+                used = process_cpu_seconds(pid, reaped_children=False)
+                if used or pid not in self._last:
+                    self._last[pid] = used
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    @property
+    def seconds(self) -> float:
+        """CPU seconds used since the start (up to the last sample)."""
+        return sum(used - self._base.get(pid, 0.0) for pid, used in self._last.items())
+
+    def __enter__(self) -> TreeCpu:
+        self._sample()
+        self._base = dict(self._last)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
