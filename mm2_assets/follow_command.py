@@ -9,6 +9,7 @@ and exits 0; a follower that fails stops the others and exits 1.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -106,7 +107,10 @@ def follow(config_path: Path) -> int:
             signal.signal(signum, handler)
         session = spark._session
         if session is not None:
-            session.stop()
+            # A SIGTERM sent to the whole process group has stopped Spark's JVM already; the
+            # followers are stopped and fenced, so there is nothing left to stop cleanly.
+            with contextlib.suppress(Exception):
+                session.stop()
     for failure in failures:
         print(f"mm2-assets follow: {failure}", file=sys.stderr)
     return 1 if failures else 0

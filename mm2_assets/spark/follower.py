@@ -225,12 +225,19 @@ class Follower:
         plan = self.plan
         before = {(s.topic, s.partition): s.next_offset for s in plan.states} if plan else {}
         if tracker is not None:
-            tracker.refresh()
+            try:
+                tracker.refresh()
+            except Exception as exc:  # e.g. a just-created progress topic; read next window
+                self.reporter.problem("progress read", exc)
         while not stop.is_set():
             if on_loop is not None:
                 on_loop()
             job = self.job
             if job is not None and job.error is not None:
+                # A SIGTERM to the whole process group stops Spark's JVM too, which fails the
+                # job: give our own stop a moment to arrive before calling it a failure.
+                if stop.wait(2.0):
+                    break
                 raise FollowerError(
                     f"flow {flow.name}: the follower's copy job failed: {job.error}"
                 ) from job.error
