@@ -10,6 +10,7 @@ committed progress.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Sequence
@@ -63,10 +64,13 @@ class FollowerJob:
         """Cancel the job and fence its tasks' transactional ids (see the module doc)."""
         self._stopping = True
         if self._thread.is_alive():
-            if is_spark_connect(self.spark):
-                self.spark.interruptTag(self.group)
-            else:
-                self.spark.sparkContext.cancelJobGroup(self.group)
+            # A Spark that is gone already (its JVM got the same SIGTERM) has no job left to
+            # cancel; the fencing below is what guarantees no task can still commit.
+            with contextlib.suppress(Exception):
+                if is_spark_connect(self.spark):
+                    self.spark.interruptTag(self.group)
+                else:
+                    self.spark.sparkContext.cancelJobGroup(self.group)
             self._thread.join(timeout)
         if self.specs:
             fence_transactional_ids(self.specs[0], self.fence_ids)
