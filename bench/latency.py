@@ -58,8 +58,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, IsolationLevel, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,6 +75,8 @@ from mm2_process import (
 from procstat import PeakRss, TreeCpu, busy_processes, tree_rss_bytes
 
 from bench import produce_workload, raw_follow_worker, warm_up
+from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.kafka.launcher import running_clusters
 from mm2_assets.kafka.runtime import KAFKA_VERSION
 
@@ -303,18 +305,9 @@ def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, phase: P
 
 def open_transactions(bootstrap: str, topic: str) -> list[int]:
     """Partitions of `topic` whose last stable offset trails the high watermark."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-
-    def ends(isolation: IsolationLevel) -> dict[int, int]:
-        futures = admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=isolation
-        )
-        return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
-
-    committed = ends(IsolationLevel.READ_COMMITTED)
-    written = ends(IsolationLevel.READ_UNCOMMITTED)
-    return [p for p in committed if committed[p] != written[p]]
+    admin = admin_client({"bootstrap.servers": bootstrap})
+    tps = [(topic, p) for p in range(PARTITIONS)]
+    return [p for _, p in kafka_open_transactions(admin, tps, cluster=bootstrap)]
 
 
 # --- the systems -----------------------------------------------------------------------------

@@ -78,30 +78,36 @@ def replication_driver_sensor(
     ]
     if not targets and follower is None:
         return None
+    # Follow mode: the follower run replicates and does the interval work (1. and 2.).
+    batch = follower is None
     if partitions is None:
         replicated_topics = topic_configs = None  # partitioned assets need the partitions
 
     # (cursor name, asset key, enabled, period) of the small interval-driven assets.
-    control = [
-        (
-            "heartbeats",
-            heartbeats,
-            flow.emit_heartbeats_enabled,
-            max(flow.emit_heartbeats_interval_seconds, tick),
-        ),
-        (
-            "checkpoints",
-            checkpoints,
-            flow.emit_checkpoints_enabled,
-            max(flow.emit_checkpoints_interval_seconds, tick),
-        ),
-        (
-            "synced_group_offsets",
-            synced_group_offsets,
-            flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
-            max(flow.sync_group_offsets_interval_seconds, tick),
-        ),
-    ]
+    control = (
+        []
+        if not batch
+        else [
+            (
+                "heartbeats",
+                heartbeats,
+                flow.emit_heartbeats_enabled,
+                max(flow.emit_heartbeats_interval_seconds, tick),
+            ),
+            (
+                "checkpoints",
+                checkpoints,
+                flow.emit_checkpoints_enabled,
+                max(flow.emit_checkpoints_interval_seconds, tick),
+            ),
+            (
+                "synced_group_offsets",
+                synced_group_offsets,
+                flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
+                max(flow.sync_group_offsets_interval_seconds, tick),
+            ),
+        ]
+    )
     configs_every = max(flow.sync_topic_configs_interval_seconds, tick)
 
     @dg.sensor(
@@ -139,7 +145,7 @@ def replication_driver_sensor(
                 run_requests.append(request)
 
         # 1. New data.
-        if follower is None and replicated_topics is not None and partitions is not None:
+        if batch and replicated_topics is not None and partitions is not None:
             keys = list(instance.get_dynamic_partitions(partitions.name))
             try:
                 snapshot = measure_lag(flow)
@@ -166,11 +172,7 @@ def replication_driver_sensor(
                     run_requests.append(request)
 
         # 2. Interval-driven work.
-        due_control = [
-            (n, k)
-            for n, k, on, period in control
-            if follower is None and k and on and due(n, period)
-        ]
+        due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
         if due_control and work_in_flight(instance, flow, WORK_CONTROL):
             notes.append("interval work due; the previous control run is in flight")
         elif due_control:
@@ -178,7 +180,7 @@ def replication_driver_sensor(
             for name, _ in due_control:
                 last[name] = now
         if (
-            follower is None
+            batch
             and topic_configs is not None
             and partitions is not None
             and due("topic_configs", configs_every)

@@ -265,8 +265,8 @@ def fence_transactional_ids(spec: CopyTaskSpec, ids: Sequence[str]) -> None:
     """Fence every producer using one of `ids` (the clients of `spec`): their open
     transactions are aborted or completed, and they can no longer commit."""
     for transactional_id in ids:
-        producer = start_transactional_producer(replace(spec, transactional_id=transactional_id))
-        producer.flush(0)
+        # Initialising is the fencing; the producer itself is not needed afterwards.
+        start_transactional_producer(replace(spec, transactional_id=transactional_id))
 
 
 def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) -> list[CopyResult]:

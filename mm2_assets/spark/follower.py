@@ -40,7 +40,7 @@ from mm2_assets.kafka.replication_plan import (
     plan_replication,
 )
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
-from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.job import is_spark_connect
 
@@ -142,13 +142,21 @@ class Follower:
         self._used_slots = 0
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
-        self._heartbeat_clients: tuple[AdminClient, Producer] | None = None
+        self._heartbeat_producer: Producer | None = None
         self._heartbeat_topics: dict[str, TopicInfo] | None = None
+        self._fenced = False
+        self._admins: dict[str, AdminClient] = {}
+
+    def _admin(self, side: Side) -> AdminClient:
+        """One admin client per cluster for the follower's life (it asks every few seconds)."""
+        if side not in self._admins:
+            self._admins[side] = flow_admin(self.flow, side)
+        return self._admins[side]
 
     def _replicated_layout(self) -> dict[str, int]:
         """Source topics the flow replicates now, with their partition counts."""
         flow = self.flow
-        source = list_topics(flow_admin(flow, "source"), cluster=flow.source.alias)
+        source = list_topics(self._admin("source"), cluster=flow.source.alias)
         return {topic: source[topic].partitions for topic in flow.remote_topics(source)}
 
     def _start_layout(self, spark: Any, layout: dict[str, int]) -> None:
@@ -157,7 +165,10 @@ class Follower:
         self._used_slots = max(self._used_slots, len(plan.tasks))
         fence = [follower_transactional_id(self.flow, i) for i in range(self._used_slots)]
         job = FollowerJob(spark, plan.tasks, fence)
-        job.start()
+        # Every slot is fenced before the first tasks start (a crashed predecessor may hold
+        # them) and again by each `stop`, so a later layout starts on fenced slots.
+        job.start(fence=not self._fenced)
+        self._fenced = self._fenced or bool(plan.tasks)
         self.plan, self.job, self._layout = plan, job, layout
         self.reporter.layout(plan, self.generation)
 
@@ -190,9 +201,9 @@ class Follower:
             self._stop_job()
             if tracker is not None:
                 tracker.close()
-            if self._heartbeat_clients is not None:
-                self._heartbeat_clients[1].flush(5)
-                self._heartbeat_clients = None
+            if self._heartbeat_producer is not None:
+                self._heartbeat_producer.flush(5)
+                self._heartbeat_producer = None
 
     def _follow(
         self,
@@ -286,7 +297,7 @@ class Follower:
         try:
             progress = tracker.refresh()
             keys = [(s.topic, s.partition) for s in plan.states]
-            ends = end_offsets(flow_admin(flow, "source"), keys, cluster=flow.source.alias)
+            ends = end_offsets(self._admin("source"), keys, cluster=flow.source.alias)
         except Exception as exc:
             self.reporter.problem("progress report", exc)
             return before
@@ -312,12 +323,11 @@ class Follower:
         # One producer and one target listing for every heartbeat of this follower: it emits
         # every second by default.
         flow = self.flow
-        if self._heartbeat_clients is None:
-            admin = flow_admin(flow, "target")
-            self._heartbeat_clients = (admin, heartbeat_producer(flow))
-        admin, producer = self._heartbeat_clients
+        admin = self._admin("target")
+        if self._heartbeat_producer is None:
+            self._heartbeat_producer = heartbeat_producer(flow)
         emission = emit_heartbeat(
-            flow, admin=admin, existing=self._heartbeat_topics, producer=producer
+            flow, admin=admin, existing=self._heartbeat_topics, producer=self._heartbeat_producer
         )
         if self._heartbeat_topics is None or emission.created_topic:
             self._heartbeat_topics = list_topics(admin, cluster=flow.target.alias)

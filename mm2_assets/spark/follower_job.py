@@ -33,10 +33,12 @@ class FollowerJob:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=self.group, daemon=True)
 
-    def start(self) -> None:
-        """Fence the slots, then start the Spark job (returns at once)."""
+    def start(self, *, fence: bool) -> None:
+        """Start the Spark job (returns at once); with `fence`, fence the slots first (not
+        needed right after the previous layout's `stop`, which fenced them)."""
         if self.specs:
-            fence_transactional_ids(self.specs[0], self.fence_ids)
+            if fence:
+                fence_transactional_ids(self.specs[0], self.fence_ids)
             self._thread.start()
 
     def _run(self) -> None:

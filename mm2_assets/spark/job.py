@@ -27,11 +27,6 @@ _SPARK_TYPES = {"int": "long", "float": "double", "str": "string"}
 RESULT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in fields(CopyResult))
 
 
-def assign_tasks(specs: Sequence[CopyTaskSpec], max_tasks: int | None) -> list[list[CopyTaskSpec]]:
-    """Spread copy tasks over at most `max_tasks` Spark tasks (one each when uncapped)."""
-    return spread(specs, max_tasks)
-
-
 def is_spark_connect(spark: Any) -> bool:
     """Whether `spark` is a Spark Connect session (no SparkContext, no RDDs)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
@@ -48,7 +43,7 @@ def run_copy_tasks(
 
     `through_arrow` picks the `mapInArrow` form; by default it is used only on Spark Connect.
     """
-    groups = assign_tasks(specs, max_tasks)
+    groups = spread(specs, max_tasks)
     if not groups:
         return []
     if through_arrow is None:

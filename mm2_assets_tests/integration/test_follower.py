@@ -14,10 +14,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mm2_assets.definitions import build_definitions
+from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
@@ -80,20 +80,12 @@ def replicated(primary: str, backup: str, topic: str, partitions: int) -> Callab
     return check
 
 
-def open_transactions(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    """Partitions of `topic` whose last stable offset trails the high watermark."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-
-    def ends(isolation: IsolationLevel) -> dict[int, int]:
-        futures = admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=isolation
-        )
-        return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
-
-    committed = ends(IsolationLevel.READ_COMMITTED)
-    written = ends(IsolationLevel.READ_UNCOMMITTED)
-    return [p for p in committed if committed[p] != written[p]]
+def open_transactions(bootstrap: str, topic: str, partitions: int) -> list[tuple[str, int]]:
+    """Partitions of `topic` with a transaction still open (LSO behind the high watermark)."""
+    admin = admin_client({"bootstrap.servers": bootstrap})
+    return kafka_open_transactions(
+        admin, [(topic, p) for p in range(partitions)], cluster=bootstrap
+    )
 
 
 class RecordingReporter(FollowerReporter):

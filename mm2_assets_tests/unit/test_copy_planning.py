@@ -19,7 +19,6 @@ from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
-from mm2_assets.spark.job import assign_tasks
 
 
 def test_contiguous_batch_syncs_first_last_and_every_lag_max() -> None:
@@ -100,11 +99,11 @@ def test_malformed_progress_names_the_record() -> None:
 
 def test_tasks_follow_partitions_unless_capped() -> None:
     specs = list(range(8))
-    assert assign_tasks(specs, None) == [[i] for i in range(8)]  # type: ignore[arg-type]
-    capped = assign_tasks(specs, 3)  # type: ignore[arg-type]
+    assert spread(specs, None) == [[i] for i in range(8)]
+    capped = spread(specs, 3)
     assert len(capped) == 3
     assert sorted(x for group in capped for x in group) == specs
-    assert assign_tasks([], None) == []
+    assert spread([], None) == []
 
 
 def test_follower_offset_syncs_are_throttled_to_offset_lag_max() -> None:

@@ -258,22 +258,22 @@ def follower_request(
     records = instance.get_run_records(
         dg.RunsFilter(tags={FLOW_TAG: flow.key, WORK_TAG: WORK_FOLLOW}), limit=20
     )
+    dead: set[str] = set()
     for record in records:
         run = record.dagster_run
         if run.status not in IN_PROGRESS:
             continue
         if follower_alive(run.tags) is False:
             instance.report_run_failed(run, "the follower's process is gone (killed?)")
+            dead.add(run.run_id)
             continue
         return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
     failures = 0
     last_end = 0.0
     seed = ""
     for record in records:
-        run = instance.get_run_by_id(record.dagster_run.run_id) or record.dagster_run
-        if run.status not in _ENDED_BADLY:
-            if run.status in IN_PROGRESS:
-                continue  # just marked failed above; the fresh record says so
+        run = record.dagster_run
+        if run.run_id not in dead and run.status not in _ENDED_BADLY:
             break
         ended = record.end_time or now
         if failures == 0:
