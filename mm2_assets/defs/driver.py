@@ -20,11 +20,18 @@ A tick with nothing to do requests nothing, so no run and no Spark session start
 
 With `mm2assets.replication.mode = follow`, 1. and 2. are the follower run's job: the driver
 only keeps one follower run of the flow alive (`follower_request`: started when none runs,
-restarted with back-off after a failure or when its process died) and still does 3.
+restarted with back-off after a failure or when its process died), announces its recovery
+once a restarted follower has been up `mm2assets.follower.stable.seconds`, and still does 3.
 
-Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed}}` —
-when each interval-driven piece of work was last requested (or evaluated, for the checks), and
-each check's last verdict.
+Work that failed is not requested again on every tick: after failed runs in a row the next
+request waits a back-off that doubles per failure, from the tick up to 10 minutes, with
+jitter (`retry_hold`). The alerts say so once per incident (`run_failure_alerts`) and once
+when it heals (`run_recovery_alerts`, or the driver for a follower).
+
+Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed},
+"recovered": run id}` — when each interval-driven piece of work was last requested (or
+evaluated, for the checks), each check's last verdict, and the follower run last announced as
+recovered.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -37,15 +44,15 @@ from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
-from mm2_assets.defs.replication.follower import follower_request
+from mm2_assets.defs.replication.follower import follower_recovery, follower_request
 from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
     WORK_REPLICATE,
     WORK_TOPIC_CONFIGS,
     control_request,
     partition_range_request,
+    retry_hold,
     run_tags,
-    work_in_flight,
 )
 from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.config import FlowConfig
@@ -129,6 +136,7 @@ def replication_driver_sensor(
         instance = context.instance
         run_requests: list[dg.RunRequest] = []
         notes: list[str] = []
+        recovered_run = state.get("recovered")  # the follower run last announced as recovered
 
         def due(name: str, period: int) -> bool:
             return now - float(last.get(name, 0.0)) >= period
@@ -143,6 +151,10 @@ def replication_driver_sensor(
             notes.append(f"{flow.name}: {note}")
             if request is not None:
                 run_requests.append(request)
+            recovered = follower_recovery(instance, flow, now=now)
+            if recovered is not None and recovered.details["run_id"] != state.get("recovered"):
+                send_alerts(flow, [recovered], context.log)
+                recovered_run = recovered.details["run_id"]
 
         # 1. New data.
         if batch and replicated_topics is not None and partitions is not None:
@@ -154,8 +166,13 @@ def replication_driver_sensor(
                 notes.append("replication lag unknown (see the tick log)")
             present = set(keys)
             lagging = [t for t in snapshot.lagging_topics if t in present] if snapshot else []
-            if lagging and work_in_flight(instance, flow, WORK_REPLICATE):
-                notes.append(f"{len(lagging)} topics lag; a replication run is in flight")
+            hold = (
+                retry_hold(instance, flow, WORK_REPLICATE, base_delay=tick, now=now)
+                if lagging
+                else None
+            )
+            if hold:
+                notes.append(f"{len(lagging)} topics lag; {hold}")
             elif lagging:
                 request = partition_range_request(
                     keys,
@@ -173,8 +190,13 @@ def replication_driver_sensor(
 
         # 2. Interval-driven work.
         due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
-        if due_control and work_in_flight(instance, flow, WORK_CONTROL):
-            notes.append("interval work due; the previous control run is in flight")
+        hold = (
+            retry_hold(instance, flow, WORK_CONTROL, base_delay=tick, now=now)
+            if due_control
+            else None
+        )
+        if hold:
+            notes.append(f"interval work due; {hold}")
         elif due_control:
             run_requests.append(control_request(flow, [k for _, k in due_control], "interval"))
             for name, _ in due_control:
@@ -185,8 +207,9 @@ def replication_driver_sensor(
             and partitions is not None
             and due("topic_configs", configs_every)
         ):
-            if work_in_flight(instance, flow, WORK_TOPIC_CONFIGS):
-                notes.append("topic config sync due; the previous one is in flight")
+            hold = retry_hold(instance, flow, WORK_TOPIC_CONFIGS, base_delay=tick, now=now)
+            if hold:
+                notes.append(f"topic config sync due; {hold}")
             else:
                 present = keys or list(instance.get_dynamic_partitions(partitions.name))
                 request = partition_range_request(
@@ -221,7 +244,7 @@ def replication_driver_sensor(
                 send_alerts(flow, alerts, context.log)
                 last["checks"] = now
 
-        cursor = write_cursor({"last": last, "checks": check_state})
+        cursor = write_cursor({"last": last, "checks": check_state, "recovered": recovered_run})
         if not run_requests:
             reason = "; ".join(notes) or f"{flow.name}: nothing to replicate or due"
             return dg.SensorResult(skip_reason=reason, asset_events=asset_events, cursor=cursor)

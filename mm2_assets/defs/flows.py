@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sensors import run_failure_alert_sensor
+from mm2_assets.defs.alerts.sensors import run_failure_alert_sensor, run_recovery_alert_sensor
 from mm2_assets.defs.alerts.sinks import validate_alert_config
 from mm2_assets.defs.checkpoints.sensors import group_listener_sensor
 from mm2_assets.defs.driver import replication_driver_sensor
@@ -144,4 +144,5 @@ def flow_automation(
     ]
     if watched:
         sensors.append(run_failure_alert_sensor(flow, watched, partitions))
+        sensors.append(run_recovery_alert_sensor(flow))
     return FlowAutomation(sensors=sensors, checks=checks)

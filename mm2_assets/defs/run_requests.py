@@ -6,10 +6,11 @@ groups that just appeared."""
 
 # No `from __future__ import annotations`: modules here define Dagster sensors.
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import dagster as dg
 
+from mm2_assets.mm2.backoff import FailureStreak, RunOutcome, failure_streak
 from mm2_assets.mm2.config import FlowConfig
 
 FLOW_TAG = "mm2-assets/flow"
@@ -34,6 +35,10 @@ IN_PROGRESS = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
+ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+_HISTORY = 20
+"""Runs of one work looked at for a failure streak (the back-off caps long before 20)."""
 
 
 def work_in_flight(instance: dg.DagsterInstance, flow: FlowConfig, work: str) -> bool:
@@ -47,6 +52,67 @@ def work_in_flight(instance: dg.DagsterInstance, flow: FlowConfig, work: str) ->
         limit=1,
     )
     return bool(runs)
+
+
+def work_history(instance: dg.DagsterInstance, flow: FlowConfig, work: str) -> list[dg.RunRecord]:
+    """The latest runs of `work` for `flow` requested by our sensors, newest first."""
+    return list(
+        instance.get_run_records(
+            dg.RunsFilter(tags={FLOW_TAG: flow.key, WORK_TAG: work}), limit=_HISTORY
+        )
+    )
+
+
+def run_outcome(
+    record: dg.RunRecord, *, gone: Collection[str] = (), now: float | None = None
+) -> RunOutcome:
+    """`record` as a failure streak sees it; runs in `gone` (whose process vanished, just
+    marked failed) count as failed and ended at `now`."""
+    run = record.dagster_run
+    start = record.start_time or record.create_timestamp.timestamp()
+    if run.run_id in gone:
+        return RunOutcome(run.run_id, True, start, now)
+    ended = run.status not in IN_PROGRESS
+    return RunOutcome(
+        run.run_id, run.status in ENDED_BADLY, start, (record.end_time or now) if ended else None
+    )
+
+
+def streak_before(
+    records: Sequence[dg.RunRecord],
+    run_id: str | None = None,
+    *,
+    including: bool = True,
+    stable_seconds: float = float("inf"),
+    gone: Collection[str] = (),
+    now: float | None = None,
+) -> FailureStreak:
+    """The failure streak in `records` (newest first) ending at run `run_id` (included or
+    not), or at the newest run when `run_id` is None."""
+    start = 0
+    if run_id is not None:
+        ids = [r.dagster_run.run_id for r in records]
+        start = ids.index(run_id) + (0 if including else 1) if run_id in ids else len(ids)
+    return failure_streak(
+        [run_outcome(r, gone=gone, now=now) for r in records[start:]],
+        stable_seconds=stable_seconds,
+    )
+
+
+def retry_hold(
+    instance: dg.DagsterInstance, flow: FlowConfig, work: str, *, base_delay: float, now: float
+) -> str | None:
+    """Why `work` of `flow` must not be requested now, or None: a run of it is in flight, or
+    its last runs failed and the back-off since the latest failure has not passed."""
+    if work_in_flight(instance, flow, work):
+        return f"a {work} run is in flight"
+    streak = streak_before(work_history(instance, flow, work), now=now)
+    retry_at = streak.retry_at(base_delay)
+    if now < retry_at:
+        return (
+            f"{work} failed {streak.failures} time(s) in a row; retrying in {retry_at - now:.0f}s"
+        )
+    return None
 
 
 def run_tags(flow: FlowConfig, work: str, trigger: str, **extra: str) -> dict[str, str]:

@@ -344,6 +344,14 @@ class FlowSettings:
         "How often a follower reports records copied, offsets and lag to Dagster (seconds).",
         blank_is_default=True,
     )
+    mm2assets_follower_stable_seconds: int = flow_setting(
+        "mm2assets.follower.stable.seconds",
+        INTERVAL,
+        "600",
+        "A follower run up this long is healthy again: it ends a failure incident (recovery "
+        "alert) and its later failure restarts the back-off from the start (seconds).",
+        blank_is_default=True,
+    )
     mm2assets_driver_interval_seconds: int = flow_setting(
         "mm2assets.driver.interval.seconds",
         INTERVAL,

@@ -22,6 +22,7 @@ from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
@@ -284,13 +285,34 @@ def test_follow_command_stops_cleanly_on_sigterm_and_survives_sigkill(
     assert replicated(primary, backup, topic, 4)()
 
 
-def driver_tick(defs: dg.Definitions, instance: dg.DagsterInstance, flow: FlowConfig):
+def driver_tick(
+    defs: dg.Definitions, instance: dg.DagsterInstance, flow: FlowConfig, cursor: str | None = None
+):
     """One evaluation of the flow's replication driver, as the daemon does it."""
     name = f"{flow.key}__replication_driver"
     context = dg.build_sensor_context(
-        instance=instance, instance_ref=instance.get_ref(), definitions=defs, sensor_name=name
+        instance=instance,
+        instance_ref=instance.get_ref(),
+        definitions=defs,
+        sensor_name=name,
+        cursor=cursor,
     )
     return defs.get_repository_def().get_sensor_def(name).evaluate_tick(context)
+
+
+def alert_run_failure(
+    defs: dg.Definitions, instance: dg.DagsterInstance, flow: FlowConfig, run: dg.DagsterRun
+) -> None:
+    """Evaluate the flow's run failure alert sensor for `run`, as the daemon would."""
+    [failure] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    sensor = defs.get_repository_def().get_sensor_def(f"{flow.key}__run_failure_alerts")
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=failure.get_dagster_event(),
+    ).for_run_failure()
+    sensor(context)
 
 
 def launch_run(request: dg.RunRequest, config: Path, home: Path, log: Path) -> subprocess.Popen:
@@ -322,10 +344,12 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
     prefix = unique("follow-run")
     topic = f"{prefix}-a"
     create_filled_topic(primary, topic, tricky_records(2, 60, seed=30, ts0=recent_ms(600)))
+    webhook = Webhook()
     config = follower_config(
         write_mm2_config,
         prefix,
-        "mm2assets.driver.interval.seconds = 1\nemit.heartbeats.interval.seconds = 2\n",
+        "mm2assets.driver.interval.seconds = 1\nemit.heartbeats.interval.seconds = 2\n"
+        f"mm2assets.follower.stable.seconds = 3\nmm2assets.alert.webhook.url = {webhook.url}\n",
     )
     flow = load_checked_config(config).flows[0]
     defs = build_definitions(load_checked_config(config))
@@ -375,10 +399,24 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
 
         wait_for("the driver to restart the follower", restarted, 30)
         assert restart[0].tags["mm2-assets/trigger"] == "restart"
-        failed = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-        assert len(failed) == 1
+        [failed] = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        alert_run_failure(defs, instance, flow, failed)
+        [alert] = webhook.of_kind("run_failed")
+        assert "process is gone" in alert["message"]
         runs.append(launch_run(restart[0], config, home, tmp_path / "run2.log"))
         wait_for("the restarted follower", replicated(primary, backup, topic, 2), 120)
+        # Up for `mm2assets.follower.stable.seconds`: the driver announces the recovery, once.
+        cursor: list[str | None] = [None]
+
+        def recovered() -> bool:
+            cursor[0] = driver_tick(defs, instance, flow, cursor[0]).cursor
+            return bool(webhook.of_kind("run_recovered"))
+
+        wait_for("the recovery alert", recovered, 30)
+        driver_tick(defs, instance, flow, cursor[0])
+        [recovery] = webhook.of_kind("run_recovered")
+        assert recovery["details"]["first_failed_run_id"] == failed.run_id
+        assert recovery["details"]["work"] == "follow"
 
         # SIGTERM (what terminating the run does) mid-stream: a clean stop.
         with SteadyProducer(primary, topic, 2, 1000):
@@ -388,6 +426,7 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
             assert open_transactions(backup, f"primary.{topic}", 2) == []
         wait_for("the stopped run's processes to exit", lambda: not group_alive(runs[1].pid), 30)
     finally:
+        webhook.close()
         for run in runs:
             stop_group(run)
     # Everything produced before the SIGTERM was copied exactly once: a third run takes the

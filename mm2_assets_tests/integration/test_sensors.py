@@ -8,9 +8,7 @@ launch runs) is done by the helpers below with the same instance.
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +25,7 @@ from mm2_assets.defs.health.verdicts import CHECK_LAG, CHECK_TARGET_TOPICS
 from mm2_assets.defs.run_requests import FLOW_TAG, WORK_TAG, partition_range_request
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
 from mm2_assets.mm2.listeners import GroupListener, TopicListener
+from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.kafka_helpers import Rec, consume_all, create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
@@ -93,39 +92,6 @@ def take(recording: str) -> list[tuple[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 
 
-class Webhook:
-    """A JSON webhook receiver on loopback."""
-
-    def __init__(self) -> None:
-        self.received: list[dict[str, Any]] = []
-        received = self.received
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                received.append(json.loads(self.rfile.read(length)))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/mm2?token=s3cret"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def kinds(self) -> list[str]:
-        return [a["kind"] for a in self.received]
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [a for a in self.received if a["kind"] == kind]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def webhook() -> Iterator[Webhook]:
     hook = Webhook()
@@ -163,6 +129,7 @@ SENSOR_KINDS = (
     "group_listener",
     "replication_driver",
     "run_failure_alerts",
+    "run_recovery_alerts",
 )
 """Every enabled flow's sensors, named `<flow key>__<kind>`."""
 
@@ -669,6 +636,107 @@ def test_a_failed_run_is_alerted_with_flow_and_topic(write_mm2_config, instance,
     assert alert["details"]["run_id"] == result.run_id
 
 
+def run_status_tick(
+    flow: Flow, kind: str, result: dg.ExecuteInProcessResult, event: dg.DagsterEvent
+) -> None:
+    """Evaluate the run status sensor `kind` for `result`'s run, as the daemon would."""
+    sensor = flow.sensor(kind)
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_instance=flow.instance,
+        dagster_run=result.dagster_run,
+        dagster_event=event,
+    )
+    sensor(context.for_run_failure() if event.is_run_failure else context)
+
+
+def test_failing_work_backs_off_and_alerts_once_per_incident(
+    primary, backup, write_mm2_config, instance, webhook, spark_resource
+) -> None:
+    prefix = unique("inc")
+    config = flow_config(
+        write_mm2_config,
+        prefix,
+        unique("rec"),
+        webhook,
+        # Only the replication is due on the ticks after the first (quiet skip messages).
+        "mm2assets.driver.interval.seconds = 1\nmm2assets.checks.interval.seconds = 3600\n"
+        "emit.heartbeats.interval.seconds = 3600\nemit.checkpoints.interval.seconds = 3600\n",
+    )
+    flow = Flow(config, instance)
+    topic = f"{prefix}-a"
+    create_topic(primary, topic)
+    produce(primary, topic, values(topic, 5))
+    flow.tick("topic_listener")
+    partitions = flow.partitions_def(flow.defs)
+
+    @dg.asset(key=flow.keys["replicated_topics"], partitions_def=partitions)
+    def replicated_topics() -> None:
+        raise RuntimeError("target cluster refused the transaction")
+
+    def fail(request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        """Run the requested pass as a run that fails (the target refusing it)."""
+        result = dg.materialize(
+            [replicated_topics],
+            instance=instance,
+            partition_key=request.partition_key,
+            tags=dict(request.tags),
+            raise_on_error=False,
+        )
+        assert not result.success
+        run_status_tick(flow, "run_failure_alerts", result, result.get_run_failure_event())
+        return result
+
+    def replicate_request(data) -> dg.RunRequest | None:
+        found = [r for r in data.run_requests if r.tags[WORK_TAG] == "replicate"]
+        return found[0] if found else None
+
+    def wait_for_request(within: float) -> dg.RunRequest:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            request = replicate_request(flow.tick("replication_driver"))
+            if request is not None:
+                return request
+            time.sleep(0.2)
+        raise AssertionError(f"no replication requested within {within}s")
+
+    # The first failure opens an incident: one alert.
+    first = fail(wait_for_request(5))
+    assert len(webhook.of_kind("run_failed")) == 1
+    # The next tick does not retry at once: it backs off (1 s tick, doubling, +-20 %).
+    held = flow.tick("replication_driver")
+    assert replicate_request(held) is None
+    assert "retrying in" in (held.skip_message or "")
+    started = time.monotonic()
+    second = fail(wait_for_request(5))
+    assert time.monotonic() - started >= 0.5  # waited out (most of) the 0.8-1.2 s back-off
+    assert len(webhook.of_kind("run_failed")) == 1  # same incident: no second alert
+    # Two failures in a row: the back-off doubles to 1.6-2.4 s.
+    started = time.monotonic()
+    request = wait_for_request(6)
+    assert time.monotonic() - started >= 1.3
+
+    # The retry succeeds: one recovery alert naming the incident, and the copy is there.
+    result = flow.launch(request, spark_resource)
+    assert result.success
+    run_status_tick(flow, "run_recovery_alerts", result, result.get_run_success_event())
+    [recovered] = webhook.of_kind("run_recovered")
+    assert recovered["details"]["failed_runs"] == 2
+    assert recovered["details"]["first_failed_run_id"] == first.run_id
+    assert second.run_id not in recovered["message"] and first.run_id[:8] in recovered["message"]
+    assert consume_all(backup, f"primary.{topic}", [0]) == consume_all(primary, topic, [0])
+    # A success with no failure before it says nothing.
+    produce(primary, topic, values(topic, 1))
+    result = flow.launch(wait_for_request(5), spark_resource)
+    run_status_tick(flow, "run_recovery_alerts", result, result.get_run_success_event())
+    assert len(webhook.of_kind("run_recovered")) == 1
+
+    # A failure after the recovery is a new incident: alerted again, retried at once.
+    produce(primary, topic, values(topic, 1))
+    fail(wait_for_request(5))
+    assert len(webhook.of_kind("run_failed")) == 2
+
+
 def test_webhook_sink_failures_raise_without_the_secret(webhook) -> None:
     sink = WebhookAlertSink("http://127.0.0.1:9/hook?token=s3cret", timeout=2)
     with pytest.raises(Exception) as info:
@@ -704,6 +772,7 @@ def test_definitions_load_without_a_cluster(tmp_path: Path) -> None:
         "a_to_b__group_listener",
         "a_to_b__replication_driver",
         "a_to_b__run_failure_alerts",
+        "a_to_b__run_recovery_alerts",
     }
     driver = repo.get_sensor_def("a_to_b__replication_driver")
     assert driver.minimum_interval_seconds == 30

@@ -15,7 +15,7 @@ from mm2_assets.kafka.copy_task import (
     throttle_offset_syncs,
 )
 from mm2_assets.kafka.replication_plan import spread
-from mm2_assets.mm2.backoff import restart_delay
+from mm2_assets.mm2.backoff import RunOutcome, failure_streak, restart_delay
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
@@ -151,3 +151,28 @@ def test_spread_keeps_a_topics_partitions_apart() -> None:
     assert groups == [[("t", 0), ("t", 2), ("t", 4)], [("t", 1), ("t", 3)]]
     assert spread(items, None) == [[i] for i in items]
     assert spread([], 3) == []
+
+
+def test_a_failure_streak_is_the_failed_runs_in_a_row_at_the_head() -> None:
+    def run(name: str, failed: bool, start: float | None = 0.0, end: float | None = 1.0):
+        return RunOutcome(name, failed, start, end)
+
+    history = [run("c", True), run("b", True), run("a", False), run("z", True)]
+    streak = failure_streak(history)
+    assert (streak.failures, streak.newest, streak.oldest) == (2, history[0], history[1])
+    assert failure_streak([run("a", False), *history]).failures == 0  # healed
+    assert failure_streak([run("i", True, end=None), *history]).failures == 0  # in flight
+    assert failure_streak([]).failures == 0
+    # A run up `stable_seconds` before it failed had recovered: its failure opens a new streak.
+    long_lived = [run("c", True, 100.0, 110.0), run("b", True, 0.0, 90.0), run("a", True)]
+    assert failure_streak(long_lived, stable_seconds=60).failures == 2
+    assert failure_streak(long_lived).failures == 3
+
+
+def test_failed_work_retries_after_a_growing_back_off() -> None:
+    assert failure_streak([]).retry_at(10) == 0.0
+    one = failure_streak([RunOutcome("x", True, 0.0, 100.0)])
+    two = failure_streak([RunOutcome("x", True, 0.0, 100.0), RunOutcome("w", True, 0.0, 50.0)])
+    assert 108 <= one.retry_at(10) <= 112  # 10 s after the newest failure, +-20 %
+    assert 116 <= two.retry_at(10) <= 124  # doubled
+    assert two.retry_at(10) == two.retry_at(10)  # the same delay on every evaluation

@@ -45,6 +45,7 @@ WEBHOOK_TIMEOUT_DEFAULT = 10.0
 Severity = Literal["info", "warning", "error"]
 AlertKind = Literal[
     "run_failed",
+    "run_recovered",
     "check_failed",
     "check_recovered",
     "topics_changed",

@@ -24,19 +24,27 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.alerts.sensors import recovery_alert
+from mm2_assets.defs.alerts.sinks import Alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS
 from mm2_assets.defs.resources import SparkResource
-from mm2_assets.defs.run_requests import FLOW_TAG, IN_PROGRESS, WORK_FOLLOW, WORK_TAG, run_tags
+from mm2_assets.defs.run_requests import (
+    FLOW_TAG,
+    IN_PROGRESS,
+    WORK_FOLLOW,
+    run_tags,
+    streak_before,
+    work_history,
+)
 from mm2_assets.defs.topic_configs.assets import sync_metadata
 from mm2_assets.kafka.checkpoint_task import CheckpointRun
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.kafka.heartbeats import HeartbeatEmission
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
-from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 
@@ -240,12 +248,6 @@ def follower_alive(tags: dict[str, str]) -> bool | None:
     return True
 
 
-# A follower that ran this long before failing had recovered: its failure starts a new streak.
-_HEALTHY_RUN_SECONDS = 600.0
-_RESTART_CAP_SECONDS = 600.0
-_ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-
-
 def follower_request(
     instance: dg.DagsterInstance, flow: FlowConfig, job_name: str, *, base_delay: float, now: float
 ) -> tuple[dg.RunRequest | None, str]:
@@ -253,40 +255,49 @@ def follower_request(
 
     A follower run in flight is left alone, unless its process is gone (killed without a
     word): that run is marked failed. After failed runs the next start waits a back-off that
-    doubles per failure in a row (from `base_delay`, up to 10 minutes, with jitter).
+    doubles per failure in a row (from `base_delay`, up to 10 minutes, with jitter); a run
+    that was up `mm2assets.follower.stable.seconds` before failing starts a new streak.
     """
-    records = instance.get_run_records(
-        dg.RunsFilter(tags={FLOW_TAG: flow.key, WORK_TAG: WORK_FOLLOW}), limit=20
-    )
-    dead: set[str] = set()
+    records = work_history(instance, flow, WORK_FOLLOW)
+    gone: set[str] = set()
     for record in records:
         run = record.dagster_run
         if run.status not in IN_PROGRESS:
             continue
         if follower_alive(run.tags) is False:
             instance.report_run_failed(run, "the follower's process is gone (killed?)")
-            dead.add(run.run_id)
+            gone.add(run.run_id)
             continue
         return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
-    failures = 0
-    last_end = 0.0
-    seed = ""
-    for record in records:
-        run = record.dagster_run
-        if run.run_id not in dead and run.status not in _ENDED_BADLY:
-            break
-        ended = record.end_time or now
-        if failures == 0:
-            last_end, seed = ended, run.run_id
-        failures += 1
-        if record.start_time and ended - record.start_time >= _HEALTHY_RUN_SECONDS:
-            break
-    delay = restart_delay(failures, base_delay, _RESTART_CAP_SECONDS, seed)
-    if failures and now < last_end + delay:
+    streak = streak_before(
+        records, stable_seconds=flow.mm2assets_follower_stable_seconds, gone=gone, now=now
+    )
+    retry_at = streak.retry_at(base_delay)
+    if now < retry_at:
         return None, (
-            f"restarting the follower in {last_end + delay - now:.0f}s ({failures} failed in a row)"
+            f"restarting the follower in {retry_at - now:.0f}s ({streak.failures} failed in a row)"
         )
-    trigger = "restart" if failures else "start"
+    trigger = "restart" if streak.failures else "start"
     return dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger)), (
         f"{trigger}ing the follower"
     )
+
+
+def follower_recovery(
+    instance: dg.DagsterInstance, flow: FlowConfig, *, now: float
+) -> Alert | None:
+    """The `run_recovered` alert when the follower run in flight came after failed ones and
+    has been up `mm2assets.follower.stable.seconds`, else None (the caller sends it once)."""
+    records = work_history(instance, flow, WORK_FOLLOW)
+    for index, record in enumerate(records):
+        run = record.dagster_run
+        if run.status != dg.DagsterRunStatus.STARTED:
+            continue
+        up_since = record.start_time or record.create_timestamp.timestamp()
+        if now - up_since < flow.mm2assets_follower_stable_seconds:
+            return None
+        streak = streak_before(
+            records[index + 1 :], stable_seconds=flow.mm2assets_follower_stable_seconds
+        )
+        return recovery_alert(flow, WORK_FOLLOW, run.run_id, streak) if streak.failures else None
+    return None

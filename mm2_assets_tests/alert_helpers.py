@@ -1,0 +1,41 @@
+"""A loopback webhook that receives the alerts our sinks send, for tests that assert them."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from typing import Any
+
+
+class Webhook:
+    """A JSON webhook receiver on loopback."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        received = self.received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/mm2?token=s3cret"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def kinds(self) -> list[str]:
+        return [a["kind"] for a in self.received]
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [a for a in self.received if a["kind"] == kind]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
