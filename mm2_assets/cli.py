@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
+from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError, UsageError
 from mm2_assets.mm2.flow_settings import reference
 from mm2_assets.mm2.settings import replace_reference_block
 from mm2_assets.spark.class_archive import ClassArchiveError, ensure_class_archive
@@ -73,7 +74,13 @@ def _config_path(args: argparse.Namespace) -> Path:
     # when --config names another file.
     from mm2_assets.mm2.config import default_config_path
 
-    return Path(args.config) if args.config else default_config_path()
+    if args.config is None:
+        return default_config_path()
+    if not args.config.strip():
+        raise UsageError(
+            "--config is empty: name your mm2.properties, e.g. --config mm2.properties"
+        )
+    return Path(args.config)
 
 
 def _demo_seed(args: argparse.Namespace) -> int:
@@ -205,7 +212,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except ClusterConnectionError as exc:
+        # The cluster, not the input, is at fault: the operation failed (exit 1).
+        print(f"mm2-assets: {exc}", file=sys.stderr)
+        return 1
     except (
+        MM2ConfigError,
+        UsageError,
         launcher.LauncherError,
         runtime.KafkaRuntimeError,
         ClassArchiveError,

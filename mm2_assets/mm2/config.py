@@ -39,7 +39,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from mm2_assets.mm2.client_settings import ROLES, Role, is_client_config_name
+from mm2_assets.mm2.client_settings import (
+    LEGAL_NAME_CHARS,
+    ROLES,
+    Role,
+    bootstrap_addresses,
+    is_client_config_name,
+    is_legal_name_part,
+)
 from mm2_assets.mm2.config_providers import (
     CONFIG_PROVIDERS_KEY,
     ConfigProviderError,
@@ -315,8 +322,14 @@ class _Builder:
                 "cluster aliases must be non-empty and unique", CLUSTERS_KEY, raw
             ) from exc
         for alias in aliases:
-            if "->" in alias or any(c.isspace() for c in alias):
-                raise self.error(f"invalid cluster alias {alias!r}", CLUSTERS_KEY, raw)
+            if not is_legal_name_part(alias):
+                raise self.error(
+                    f"invalid cluster alias {alias!r}: aliases become parts of topic names "
+                    f"(<alias>.<topic>, <alias>.checkpoints.internal), so use only "
+                    f"{LEGAL_NAME_CHARS}",
+                    CLUSTERS_KEY,
+                    raw,
+                )
         return aliases
 
     def cluster(self, alias: str) -> ClusterConfig:
@@ -337,6 +350,14 @@ class _Builder:
                 f"missing: cluster {alias!r} needs {alias}.bootstrap.servers",
                 f"{alias}.bootstrap.servers",
             )
+        for name in ("bootstrap.servers", *(f"{role}.bootstrap.servers" for role in ROLES)):
+            value = props.get(name)
+            if value is not None:
+                try:
+                    bootstrap_addresses(value)
+                except ValueError as exc:
+                    origin = f"{alias}.{name}" if f"{alias}.{name}" in self.props else name
+                    raise self.error(str(exc), origin, value) from exc
         return ClusterConfig(alias, servers, props)
 
     def check_flow_keys(self, aliases: list[str]) -> None:
@@ -518,21 +539,46 @@ def parse_mm2_properties(
 
 
 def load_mm2_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> MM2Config:
-    """Read and parse the MM2 properties file at `path` (UTF-8)."""
+    """Read and parse the MM2 properties file at `path`.
+
+    UTF-8, else ISO-8859-1: Java (hence MM2) reads `.properties` files as ISO-8859-1, so a
+    Latin-1 comment or value that MM2 accepts is read the same way here.
+    """
     file_path = Path(path)
+    if not str(path).strip():
+        raise MM2ConfigError(
+            "no configuration file named: pass --config FILE or set MM2_CONFIG to your "
+            "mm2.properties",
+            source="(empty path)",
+        )
     try:
-        text = file_path.read_text(encoding="utf-8")
+        data = file_path.read_bytes()
     except OSError as exc:
         raise MM2ConfigError(
-            f"cannot read the file: {exc.strerror or exc}", source=str(path)
+            f"cannot read the file: {exc.strerror or exc}; check the path and its permissions",
+            source=str(path),
         ) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")
     props = parse_java_properties(text, str(file_path))
     return build_mm2_config(props, str(file_path), environ=environ, source_path=file_path)
 
 
 def default_config_path() -> Path:
-    """`$MM2_CONFIG`, else the packaged demo configuration (two local clusters)."""
+    """`$MM2_CONFIG`, else the packaged demo configuration (two local clusters).
+
+    A set but empty `MM2_CONFIG` is an error (MM2ConfigError), not the demo: it usually means a
+    deployment lost its value, and replicating the demo clusters instead would hide that.
+    """
     configured = os.environ.get(CONFIG_ENV)
-    if configured:
+    if configured is not None:
+        if not configured.strip():
+            raise MM2ConfigError(
+                f"{CONFIG_ENV} is set but empty: set it to your mm2.properties, or unset it "
+                "for the packaged demo configuration",
+                source=f"${CONFIG_ENV}",
+            )
         return Path(configured)
     return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
