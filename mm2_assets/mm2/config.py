@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.alerting import ALERT_CONFIG_PREFIX, SINK_CLASS_CONFIG, AlertSink
 from mm2_assets.mm2.client_settings import (
     LEGAL_NAME_CHARS,
     ROLES,
@@ -258,6 +260,16 @@ class FlowConfig(FlowSettings):
         """A new KIP-918 group listener configured from this flow's properties."""
         return load_group_listener(self.properties)
 
+    def alert_sink(self) -> AlertSink:
+        """A new instance of `mm2assets.alert.sink.class`, configured with the flow's
+        `mm2assets.alert.*` properties only (never its credentials). The class must be set."""
+        alert_props = {
+            k: v for k, v in self.properties.items() if k.startswith(ALERT_CONFIG_PREFIX)
+        }
+        return plugins.instantiate(
+            SINK_CLASS_CONFIG, self.mm2assets_alert_sink_class, AlertSink, alert_props
+        )
+
 
 # ---------------------------------------------------------------------------------------------
 # The whole file
@@ -456,19 +468,26 @@ class _Builder:
         )
         # Configure the plugins once, as MM2's connectors do at start, so a custom class that
         # rejects its settings fails now rather than in the first run.
-        for class_key, make in (
+        makers: list[tuple[str, Callable[[], object]]] = [
             ("replication.policy.class", flow.replication_policy),
             ("topic.filter.class", flow.topic_filter),
             ("group.filter.class", flow.group_filter),
             ("config.property.filter.class", flow.config_property_filter),
-        ):
+            ("topic.listener.class", flow.topic_listener),
+            ("group.listener.class", flow.group_listener),
+        ]
+        if flow.mm2assets_alert_sink_class:
+            makers.append((SINK_CLASS_CONFIG, flow.alert_sink))
+        for class_key, make in makers:
             try:
                 plugin = make()
-            except ValueError as exc:
+            except Exception as exc:
+                # Any exception: a user's configure() may raise anything, and the file is what
+                # the user must fix (the key names the class).
                 raise self.error(
                     f"plugin rejected its settings: {exc}",
                     origin(class_key),
-                    merged.get(class_key, FLOW_DEFAULTS[class_key]),
+                    merged.get(class_key, FLOW_DEFAULTS.get(class_key, "")),
                 ) from exc
             close = getattr(plugin, "close", None)
             if callable(close):

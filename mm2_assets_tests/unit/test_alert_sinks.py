@@ -14,7 +14,7 @@ from mm2_assets.defs.alerts.sinks import (
     load_alert_sink,
 )
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
-from mm2_assets.mm2.plugins import PluginLoadError
+from mm2_assets.mm2.errors import MM2ConfigError
 
 BASE = """\
 clusters = primary, backup
@@ -86,5 +86,6 @@ def test_custom_sink_sees_only_alert_properties() -> None:
 
 
 def test_custom_sink_needs_a_no_argument_constructor() -> None:
-    with pytest.raises(PluginLoadError, match=r"mm2assets\.alert\.sink\.class=.*no-argument"):
-        load_alert_sink(flow(f"mm2assets.alert.sink.class = {HERE}.NeedsArguments\n"))
+    with pytest.raises(MM2ConfigError, match=r"no-argument constructor") as info:
+        flow(f"mm2assets.alert.sink.class = {HERE}.NeedsArguments\n")
+    assert info.value.key == "mm2assets.alert.sink.class"

@@ -125,10 +125,11 @@ def test_bad_listener_classes_fail_at_config_load(line: str, reason: str) -> Non
     assert info.value.key == line.split(" = ")[0]
 
 
-def test_configure_errors_propagate_to_the_caller() -> None:
-    f = flow(f"topic.listener.class = {HERE}.RejectingTopicListener\n")
-    with pytest.raises(ValueError, match=r"listener\.endpoint is required"):
-        f.topic_listener()
+def test_configure_errors_fail_at_load_naming_the_key() -> None:
+    # Configured once at load, as MM2's connectors do at start: not first in a sensor tick.
+    with pytest.raises(MM2ConfigError, match=r"listener\.endpoint is required") as info:
+        flow(f"topic.listener.class = {HERE}.RejectingTopicListener\n")
+    assert info.value.key == "topic.listener.class"
 
 
 # -- set changes ------------------------------------------------------------------------------
