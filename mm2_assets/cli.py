@@ -86,8 +86,13 @@ def _config_path(args: argparse.Namespace) -> Path:
 def _demo_seed(args: argparse.Namespace) -> int:
     from mm2_assets.demo import seed
     from mm2_assets.kafka.clients import load_checked_config
+    from mm2_assets.kafka.reachability import probe_clusters
 
-    flow = load_checked_config(_config_path(args)).flows[0]
+    config = load_checked_config(_config_path(args))
+    if not config.flows:
+        raise UsageError(f"{config.source_name}: no enabled flow to seed the source of")
+    flow = config.flows[0]
+    probe_clusters(config, [flow.source_alias])
     for topic, count in seed(flow, args.records).items():
         print(f"{flow.source.alias}: {topic} +{count} records")
     return 0

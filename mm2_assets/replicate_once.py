@@ -19,6 +19,7 @@ import dagster as dg
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.mm2.errors import UsageError
 
@@ -75,6 +76,7 @@ def replicate(config_path: Path) -> None:
     """One pass over every enabled flow of the config at `config_path`."""
     config = load_checked_config(config_path)
     dagster_home()
+    probe_clusters(config, (a for f in config.flows for a in (f.source_alias, f.target_alias)))
     instance = dg.DagsterInstance.get()
     for flow in config.flows:
         topics = register_topics(flow, instance)
