@@ -19,6 +19,7 @@ leak through an alert. Delivery failures are logged and never propagate into the
 
 from __future__ import annotations
 
+import functools
 import logging
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from mm2_assets.mm2 import plugins
 from mm2_assets.mm2.alerting import (
     ALERT_CONFIG_PREFIX,
     SINK_CLASS_CONFIG,
@@ -183,30 +185,42 @@ def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = 
 
     Every alert is also written to `logger` (e.g. a sensor's `context.log`) so it shows in the
     tick log. An alert the sink fails to deliver is logged as JSON instead of being lost.
+    Every sink call is bounded by `mm2assets.plugin.timeout.seconds`; a sink that hangs is
+    abandoned and the rest of the alerts are logged instead, so a tick waits at most that long
+    per step.
     """
     pending = list(alerts)
     if not pending:
         return []
     errors: list[str] = []
+    timeout = flow.mm2assets_plugin_timeout_seconds
+    fallback = LogAlertSink()
     try:
-        sink = load_alert_sink(flow)
+        sink = plugins.call_with_timeout(
+            "loading the alert sink", lambda: load_alert_sink(flow), timeout
+        )
     except Exception as exc:  # a broken sink must not break the sensor
         errors.append(f"{flow.name}: cannot load the alert sink: {exc}")
-        sink = LogAlertSink()
+        sink = fallback
+    name = type(sink).__qualname__
     try:
         for alert in pending:
             if logger is not None:
                 logger.log(_LEVELS[alert.severity], f"alert: {alert.message}")
             try:
-                sink.send(alert)
+                plugins.call_with_timeout(
+                    f"{name}.send", functools.partial(sink.send, alert), timeout
+                )
             except Exception as exc:
-                errors.append(f"{flow.name}: alert '{alert.kind}' not delivered: {exc}")
-                LogAlertSink().send(alert)
+                errors.append(f"{flow.name}: alert '{alert.kind}' not delivered by {name}: {exc}")
+                fallback.send(alert)
+                if isinstance(exc, plugins.PluginTimeoutError):
+                    sink = fallback  # hung: do not wait for it again in this call
     finally:
         try:
-            sink.close()
+            plugins.call_with_timeout(f"{name}.close", sink.close, timeout)
         except Exception as exc:
-            errors.append(f"{flow.name}: closing the alert sink failed: {exc}")
+            errors.append(f"{flow.name}: closing the alert sink {name} failed: {exc}")
     for error in errors:
         log.error(error)
         if logger is not None:
