@@ -72,15 +72,9 @@ def _spark_archive(args: argparse.Namespace) -> int:
 def _config_path(args: argparse.Namespace) -> Path:
     # Not from mm2_assets.definitions: importing it loads $MM2_CONFIG, which may be broken
     # when --config names another file.
-    from mm2_assets.mm2.config import default_config_path
+    from mm2_assets.mm2.config import config_path_argument
 
-    if args.config is None:
-        return default_config_path()
-    if not args.config.strip():
-        raise UsageError(
-            "--config is empty: name your mm2.properties, e.g. --config mm2.properties"
-        )
-    return Path(args.config)
+    return config_path_argument(args.config)
 
 
 def _demo_seed(args: argparse.Namespace) -> int:

@@ -18,7 +18,6 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.checkpoint_store import read_checkpoints
@@ -30,7 +29,7 @@ from mm2_assets.kafka.heartbeats import (
 )
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
-from mm2_assets.mm2.config import MM2Config
+from mm2_assets.mm2.config import MM2Config, config_path_argument
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError
 from mm2_assets.mm2.policy import (
     DefaultReplicationPolicy,
@@ -134,7 +133,7 @@ def _format_table(rows: list[tuple[str, int, int]]) -> str:
 
 def _translate_offsets_command(args: argparse.Namespace) -> int:
     try:
-        config = load_checked_config(Path(args.config))
+        config = load_checked_config(config_path_argument(args.config))
         if args.cluster not in config.clusters:
             raise MM2ConfigError(
                 f"unknown cluster {args.cluster!r}; clusters: {sorted(config.clusters)}",

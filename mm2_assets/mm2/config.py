@@ -85,6 +85,7 @@ __all__ = [
     "MM2Config",
     "Side",
     "build_mm2_config",
+    "config_path_argument",
     "default_config_path",
     "load_mm2_config",
     "parse_mm2_properties",
@@ -326,7 +327,9 @@ class _Builder:
     def aliases(self) -> list[str]:
         raw = self.props.get(CLUSTERS_KEY)
         if raw is None or not raw.strip():
-            raise self.error("missing: list the cluster aliases, e.g. clusters = primary, backup")
+            raise self.error(
+                "missing: list the cluster aliases, e.g. clusters = primary, backup", CLUSTERS_KEY
+            )
         try:
             aliases = parse_list(CLUSTERS_KEY, raw)
         except FilterConfigError as exc:
@@ -601,3 +604,16 @@ def default_config_path() -> Path:
             )
         return Path(configured)
     return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
+
+
+def config_path_argument(value: str | None) -> Path:
+    """The file a command's `--config` names: `default_config_path()` when not given; an empty
+    value is an error (MM2ConfigError), not the packaged demo."""
+    if value is None:
+        return default_config_path()
+    if not value.strip():
+        raise MM2ConfigError(
+            "the configuration file name is empty: pass --config with your mm2.properties",
+            source="--config",
+        )
+    return Path(value)
