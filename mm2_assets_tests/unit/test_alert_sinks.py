@@ -10,13 +10,12 @@ from collections.abc import Mapping
 import pytest
 
 from mm2_assets.defs.alerts.sinks import (
-    Alert,
-    AlertSink,
     LogAlertSink,
     WebhookAlertSink,
     load_alert_sink,
     send_alerts,
 )
+from mm2_assets.mm2.alerting import Alert, AlertSink
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sinks import Alert, send_alerts
+from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
     PARTITION_RANGE_END_TAG,
     PARTITION_RANGE_START_TAG,
     WORK_TAG,
 )
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
 
 _ERROR_CHARS = 1000

@@ -30,24 +30,14 @@ from urllib.parse import urlsplit
 from mm2_assets.mm2 import plugins
 from mm2_assets.mm2.alerting import (
     ALERT_CONFIG_PREFIX,
-    SINK_CLASS_CONFIG,
     Alert,
     AlertDeliveryError,
-    AlertKind,
     AlertSink,
-    Severity,
 )
 from mm2_assets.mm2.config import FlowConfig
 
 __all__ = [
-    "ALERT_CONFIG_PREFIX",
-    "SINK_CLASS_CONFIG",
-    "Alert",
-    "AlertDeliveryError",
-    "AlertKind",
-    "AlertSink",
     "LogAlertSink",
-    "Severity",
     "WebhookAlertSink",
     "listener_alerts",
     "load_alert_sink",
