@@ -10,6 +10,7 @@ slipped through would fail differently, with exit code 1).
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from mm2_assets import cli
 from mm2_assets.definitions import load_definitions
 from mm2_assets.kafka.launcher import free_port_pairs
 from mm2_assets.mm2.alerting import Alert, AlertSink
+from mm2_assets.mm2.client_settings import bootstrap_addresses, is_legal_name_part
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.flow_settings import FIELD_SETTINGS
@@ -393,3 +395,52 @@ def test_an_unreachable_cluster_fails_within_the_timeout_in_one_line(
     assert f"cluster '{alias}' (127.0.0.1:{port}): cannot connect within 1 s" in err
     assert f"check {alias}.bootstrap.servers" in err
     assert os.environ.get("DAGSTER_HOME") == str(environment)
+
+
+# -- the pure checks behind the table ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "addresses"),
+    [
+        ("h:1", [("h", 1)]),
+        (
+            "kafka-1.dc1.example.com:9093, kafka-2.dc1.example.com:9093,",
+            [
+                ("kafka-1.dc1.example.com", 9093),
+                ("kafka-2.dc1.example.com", 9093),
+            ],
+        ),
+        ("SASL_SSL://broker_1:65535", [("broker_1", 65535)]),
+        ("[::1]:9092", [("[::1]", 9092)]),
+    ],
+)
+def test_bootstrap_addresses_accepts_what_java_accepts(
+    value: str, addresses: list[tuple[str, int]]
+) -> None:
+    assert bootstrap_addresses(value) == addresses
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("", "no host:port given"),
+        (" , ", "no host:port given"),
+        ("localhost", "'localhost' is not host:port"),
+        ("h:0", "port 0 is outside 1-65535"),
+        ("h:65536", "port 65536 is outside 1-65535"),
+        ("ok:1,not a host!!", "'not a host!!' is not host:port"),
+    ],
+)
+def test_bootstrap_addresses_rejects_what_cannot_connect(value: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        bootstrap_addresses(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "legal"),
+    [(".", True), ("__", True), ("-", True), ("dc1_east-2.a", True), ("", False)]
+    + [(bad, False) for bad in ("x y", "/", "é", "a:b", "->", "a\tb")],
+)
+def test_legal_name_parts_are_topic_name_characters(text: str, legal: bool) -> None:
+    assert is_legal_name_part(text) is legal
