@@ -4,8 +4,9 @@ The config model (`mm2_assets.mm2.config`) builds the Java client properties MM2
 each client (`FlowConfig.java_client_config(side, role)`); this module translates them with
 `client_properties.translate`, caches the result, and checks a whole configuration up front
 (`check_client_configs`, `load_checked_config`) so a setting librdkafka cannot honour (a JKS
-trust store, a custom Java callback class) fails when the file is loaded, naming the key as
-written in the file, rather than when the first client is created.
+trust store, a custom Java callback class, a store file that does not exist) fails when the file
+is loaded, naming the key as written in the file, rather than when the first client is created.
+`load_checked_config` is how every entry point loads a file.
 """
 
 from __future__ import annotations

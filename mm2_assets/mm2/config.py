@@ -17,8 +17,10 @@ MM2 (`MirrorMakerConfig`, Kafka 4.x) does:
 Where MM2 would silently ignore a mistake we fail instead, with `MM2ConfigError` naming the
 file, the key, the (masked) value and the reason: flows naming unknown clusters or a cluster
 to itself, booleans other than true/false, bad regexes, non-positive intervals, unknown enum
-values, class paths that do not import, unresolvable `${...}` references and keys removed in
-Kafka 4.0 (`*.blacklist`).
+values, class paths that do not import or plugins that reject their settings (listeners and the
+alert sink included), unresolvable `${...}` references, keys removed in Kafka 4.0
+(`*.blacklist`), `bootstrap.servers` that are not `host:port` lists, and aliases or separators
+that cannot be part of a topic name.
 
 The model holds the Java client properties (`ClusterConfig.java_client_config`,
 `FlowConfig.java_client_config`). Turning them into librdkafka settings, and failing on client
