@@ -180,7 +180,8 @@ def _positive_seconds(text: str) -> float:
 def register_cli(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `translate-offsets` subcommand to an `add_subparsers()` object.
 
-    Exit status: 0 with offsets printed, 1 when the group has no checkpoints, 2 on errors.
+    Exit status: 0 with offsets printed, 1 when the group has no checkpoints or the cluster
+    cannot be reached, 2 on bad input.
     """
     parser = subparsers.add_parser(
         "translate-offsets",
