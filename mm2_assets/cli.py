@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
+from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError, UsageError
 from mm2_assets.mm2.flow_settings import reference
 from mm2_assets.mm2.settings import replace_reference_block
 from mm2_assets.spark.class_archive import ClassArchiveError, ensure_class_archive
@@ -71,16 +73,21 @@ def _spark_archive(args: argparse.Namespace) -> int:
 def _config_path(args: argparse.Namespace) -> Path:
     # Not from mm2_assets.definitions: importing it loads $MM2_CONFIG, which may be broken
     # when --config names another file.
-    from mm2_assets.mm2.config import default_config_path
+    from mm2_assets.mm2.config import config_path_argument
 
-    return Path(args.config) if args.config else default_config_path()
+    return config_path_argument(args.config)
 
 
 def _demo_seed(args: argparse.Namespace) -> int:
     from mm2_assets.demo import seed
     from mm2_assets.kafka.clients import load_checked_config
+    from mm2_assets.kafka.reachability import probe_clusters
 
-    flow = load_checked_config(_config_path(args)).flows[0]
+    config = load_checked_config(_config_path(args))
+    if not config.flows:
+        raise UsageError(f"{config.source_name}: no enabled flow to seed the source of")
+    flow = config.flows[0]
+    probe_clusters(config, [flow.source_alias])
     for topic, count in seed(flow, args.records).items():
         print(f"{flow.source.alias}: {topic} +{count} records")
     return 0
@@ -116,7 +123,12 @@ def _config_reference(args: argparse.Namespace) -> int:
 def _replicate(args: argparse.Namespace) -> int:
     from mm2_assets.replicate_once import replicate
 
-    replicate(_config_path(args))
+    try:
+        replicate(_config_path(args))
+    except subprocess.CalledProcessError as exc:
+        # Dagster has printed the run's own error above; a traceback of ours adds nothing.
+        print(f"mm2-assets: a replication run failed (exit code {exc.returncode})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -205,7 +217,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except ClusterConnectionError as exc:
+        # The cluster, not the input, is at fault: the operation failed (exit 1).
+        print(f"mm2-assets: {exc}", file=sys.stderr)
+        return 1
     except (
+        MM2ConfigError,
+        UsageError,
         launcher.LauncherError,
         runtime.KafkaRuntimeError,
         ClassArchiveError,

@@ -7,6 +7,8 @@ when unset. Loading parses the file and checks every client setting translates f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
 from mm2_assets.defs.checkpoints.assets import checkpoint_assets
@@ -19,6 +21,7 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.topic_configs.assets import topic_configs_asset
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import MM2Config, default_config_path
+from mm2_assets.mm2.errors import MM2ConfigError
 
 
 def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:
@@ -90,4 +93,17 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
     )
 
 
-defs = build_definitions(load_checked_config(default_config_path()))
+def load_definitions(path: Path | None = None) -> dg.Definitions:
+    """The code location's Definitions from the file at `path` (default: `$MM2_CONFIG`, else
+    the packaged demo). A bad file raises MM2ConfigError naming the file, the key and the fix.
+    """
+    try:
+        config = load_checked_config(path or default_config_path())
+    except MM2ConfigError as exc:
+        # Dagster prints a load error with its stack: the message says everything, so show
+        # this one frame, not the parser's internals.
+        raise exc.with_traceback(None) from None
+    return build_definitions(config)
+
+
+defs = load_definitions()

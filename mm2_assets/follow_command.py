@@ -20,6 +20,7 @@ from types import FrameType
 
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
@@ -72,6 +73,7 @@ def follow(config_path: Path) -> int:
     # MM2 emits heartbeats for every pair, enabled or not; those pairs need no Spark slot.
     enabled = {flow.name for flow in config.flows}
     flows = [*config.flows, *(f for f in config.heartbeat_flows if f.name not in enabled)]
+    probe_clusters(config, (a for f in flows for a in (f.source_alias, f.target_alias)))
     spark, per_flow = _spark_for(len(config.flows))
     stop = threading.Event()
     failures: list[str] = []

@@ -19,7 +19,9 @@ import dagster as dg
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
+from mm2_assets.mm2.errors import UsageError
 
 
 def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]:
@@ -50,9 +52,31 @@ def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
     subprocess.run(command, env=env, check=True)
 
 
+def dagster_home() -> Path:
+    """`$DAGSTER_HOME`, which must name an existing directory; UsageError otherwise.
+
+    Not created when missing: the webserver and daemon refuse a missing one too, and a mistyped
+    path would otherwise start an empty instance whose runs the UI never shows.
+    """
+    home = os.environ.get("DAGSTER_HOME", "")
+    if not home.strip():
+        raise UsageError(
+            "DAGSTER_HOME is not set: set it to the directory of your Dagster instance, "
+            "e.g. export DAGSTER_HOME=/var/lib/mm2-assets (an existing directory)"
+        )
+    if not Path(home).is_dir():
+        raise UsageError(
+            f"DAGSTER_HOME={home} is not an existing directory: create it (mkdir -p {home}) or "
+            "point DAGSTER_HOME at your Dagster instance's directory"
+        )
+    return Path(home)
+
+
 def replicate(config_path: Path) -> None:
     """One pass over every enabled flow of the config at `config_path`."""
     config = load_checked_config(config_path)
+    dagster_home()
+    probe_clusters(config, (a for f in config.flows for a in (f.source_alias, f.target_alias)))
     instance = dg.DagsterInstance.get()
     for flow in config.flows:
         topics = register_topics(flow, instance)

@@ -14,7 +14,6 @@ from typing import NamedTuple
 import dagster as dg
 
 from mm2_assets.defs.alerts.sensors import run_failure_alert_sensor, run_recovery_alert_sensor
-from mm2_assets.defs.alerts.sinks import validate_alert_config
 from mm2_assets.defs.checkpoints.sensors import group_listener_sensor
 from mm2_assets.defs.driver import replication_driver_sensor
 from mm2_assets.defs.health.checks import flow_health_checks
@@ -84,10 +83,6 @@ def flow_automation(
     checkpoints_key = _key(checkpoints)
     synced_key = _key(synced_group_offsets)
     heartbeats_key = _key(heartbeats)
-
-    # The alert sink class is a Dagster-layer plugin: load it now so a bad one fails with the
-    # definitions (every other setting was validated when the configuration loaded).
-    validate_alert_config(flow)
 
     sensors: list[dg.SensorDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []

@@ -18,7 +18,6 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.checkpoint_store import read_checkpoints
@@ -28,9 +27,10 @@ from mm2_assets.kafka.heartbeats import (
     replication_hops,
     upstream_clusters,
 )
+from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
-from mm2_assets.mm2.config import MM2Config
-from mm2_assets.mm2.errors import MM2ConfigError
+from mm2_assets.mm2.config import MM2Config, config_path_argument
+from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError
 from mm2_assets.mm2.policy import (
     DefaultReplicationPolicy,
     ReplicationPolicy,
@@ -133,12 +133,13 @@ def _format_table(rows: list[tuple[str, int, int]]) -> str:
 
 def _translate_offsets_command(args: argparse.Namespace) -> int:
     try:
-        config = load_checked_config(Path(args.config))
+        config = load_checked_config(config_path_argument(args.config))
         if args.cluster not in config.clusters:
             raise MM2ConfigError(
                 f"unknown cluster {args.cluster!r}; clusters: {sorted(config.clusters)}",
                 source=str(args.config),
             )
+        probe_clusters(config, [args.cluster])
         policy = policy_for(config, args.source, args.cluster)
         offsets = translate_offsets(
             cluster_client_config(config.clusters[args.cluster], "consumer"),
@@ -147,6 +148,9 @@ def _translate_offsets_command(args: argparse.Namespace) -> int:
             policy=policy,
             timeout=args.timeout,
         )
+    except ClusterConnectionError as exc:
+        print(f"mm2-assets translate-offsets: {exc}", file=sys.stderr)
+        return 1
     except (MM2ConfigError, KafkaAdminError, TopicReadError) as exc:
         print(f"mm2-assets translate-offsets: {exc}", file=sys.stderr)
         return 2
@@ -165,10 +169,19 @@ def _translate_offsets_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_seconds(text: str) -> float:
+    # argparse turns the ValueError into one usage line and exit code 2.
+    seconds = float(text)
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
+
+
 def register_cli(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `translate-offsets` subcommand to an `add_subparsers()` object.
 
-    Exit status: 0 with offsets printed, 1 when the group has no checkpoints, 2 on errors.
+    Exit status: 0 with offsets printed, 1 when the group has no checkpoints or the cluster
+    cannot be reached, 2 on bad input.
     """
     parser = subparsers.add_parser(
         "translate-offsets",
@@ -184,7 +197,10 @@ def register_cli(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--group", required=True, help="consumer group id")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
-        "--timeout", type=float, default=READ_TIMEOUT_S, help="seconds to read checkpoints"
+        "--timeout",
+        type=_positive_seconds,
+        default=READ_TIMEOUT_S,
+        help="seconds to read checkpoints (> 0)",
     )
     parser.set_defaults(func=_translate_offsets_command)
     return parser

@@ -17,8 +17,10 @@ MM2 (`MirrorMakerConfig`, Kafka 4.x) does:
 Where MM2 would silently ignore a mistake we fail instead, with `MM2ConfigError` naming the
 file, the key, the (masked) value and the reason: flows naming unknown clusters or a cluster
 to itself, booleans other than true/false, bad regexes, non-positive intervals, unknown enum
-values, class paths that do not import, unresolvable `${...}` references and keys removed in
-Kafka 4.0 (`*.blacklist`).
+values, class paths that do not import or plugins that reject their settings (listeners and the
+alert sink included), unresolvable `${...}` references, keys removed in Kafka 4.0
+(`*.blacklist`), `bootstrap.servers` that are not `host:port` lists, and aliases or separators
+that cannot be part of a topic name.
 
 The model holds the Java client properties (`ClusterConfig.java_client_config`,
 `FlowConfig.java_client_config`). Turning them into librdkafka settings, and failing on client
@@ -33,13 +35,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from mm2_assets.mm2.client_settings import ROLES, Role, is_client_config_name
+from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.alerting import ALERT_CONFIG_PREFIX, SINK_CLASS_CONFIG, AlertSink
+from mm2_assets.mm2.client_settings import (
+    LEGAL_NAME_CHARS,
+    ROLES,
+    Role,
+    bootstrap_addresses,
+    is_client_config_name,
+    is_legal_name_part,
+)
 from mm2_assets.mm2.config_providers import (
     CONFIG_PROVIDERS_KEY,
     ConfigProviderError,
@@ -76,6 +87,7 @@ __all__ = [
     "MM2Config",
     "Side",
     "build_mm2_config",
+    "config_path_argument",
     "default_config_path",
     "load_mm2_config",
     "parse_mm2_properties",
@@ -251,6 +263,16 @@ class FlowConfig(FlowSettings):
         """A new KIP-918 group listener configured from this flow's properties."""
         return load_group_listener(self.properties)
 
+    def alert_sink(self) -> AlertSink:
+        """A new instance of `mm2assets.alert.sink.class`, configured with the flow's
+        `mm2assets.alert.*` properties only (never its credentials). The class must be set."""
+        alert_props = {
+            k: v for k, v in self.properties.items() if k.startswith(ALERT_CONFIG_PREFIX)
+        }
+        return plugins.instantiate(
+            SINK_CLASS_CONFIG, self.mm2assets_alert_sink_class, AlertSink, alert_props
+        )
+
 
 # ---------------------------------------------------------------------------------------------
 # The whole file
@@ -307,7 +329,9 @@ class _Builder:
     def aliases(self) -> list[str]:
         raw = self.props.get(CLUSTERS_KEY)
         if raw is None or not raw.strip():
-            raise self.error("missing: list the cluster aliases, e.g. clusters = primary, backup")
+            raise self.error(
+                "missing: list the cluster aliases, e.g. clusters = primary, backup", CLUSTERS_KEY
+            )
         try:
             aliases = parse_list(CLUSTERS_KEY, raw)
         except FilterConfigError as exc:
@@ -315,8 +339,14 @@ class _Builder:
                 "cluster aliases must be non-empty and unique", CLUSTERS_KEY, raw
             ) from exc
         for alias in aliases:
-            if "->" in alias or any(c.isspace() for c in alias):
-                raise self.error(f"invalid cluster alias {alias!r}", CLUSTERS_KEY, raw)
+            if not is_legal_name_part(alias):
+                raise self.error(
+                    f"invalid cluster alias {alias!r}: aliases become parts of topic names "
+                    f"(<alias>.<topic>, <alias>.checkpoints.internal), so use only "
+                    f"{LEGAL_NAME_CHARS}",
+                    CLUSTERS_KEY,
+                    raw,
+                )
         return aliases
 
     def cluster(self, alias: str) -> ClusterConfig:
@@ -337,6 +367,14 @@ class _Builder:
                 f"missing: cluster {alias!r} needs {alias}.bootstrap.servers",
                 f"{alias}.bootstrap.servers",
             )
+        for name in ("bootstrap.servers", *(f"{role}.bootstrap.servers" for role in ROLES)):
+            value = props.get(name)
+            if value is not None:
+                try:
+                    bootstrap_addresses(value)
+                except ValueError as exc:
+                    origin = f"{alias}.{name}" if f"{alias}.{name}" in self.props else name
+                    raise self.error(str(exc), origin, value) from exc
         return ClusterConfig(alias, servers, props)
 
     def check_flow_keys(self, aliases: list[str]) -> None:
@@ -435,19 +473,26 @@ class _Builder:
         )
         # Configure the plugins once, as MM2's connectors do at start, so a custom class that
         # rejects its settings fails now rather than in the first run.
-        for class_key, make in (
+        makers: list[tuple[str, Callable[[], object]]] = [
             ("replication.policy.class", flow.replication_policy),
             ("topic.filter.class", flow.topic_filter),
             ("group.filter.class", flow.group_filter),
             ("config.property.filter.class", flow.config_property_filter),
-        ):
+            ("topic.listener.class", flow.topic_listener),
+            ("group.listener.class", flow.group_listener),
+        ]
+        if flow.mm2assets_alert_sink_class:
+            makers.append((SINK_CLASS_CONFIG, flow.alert_sink))
+        for class_key, make in makers:
             try:
                 plugin = make()
-            except ValueError as exc:
+            except Exception as exc:
+                # Any exception: a user's configure() may raise anything, and the file is what
+                # the user must fix (the key names the class).
                 raise self.error(
                     f"plugin rejected its settings: {exc}",
                     origin(class_key),
-                    merged.get(class_key, FLOW_DEFAULTS[class_key]),
+                    merged.get(class_key, FLOW_DEFAULTS.get(class_key, "")),
                 ) from exc
             close = getattr(plugin, "close", None)
             if callable(close):
@@ -518,21 +563,59 @@ def parse_mm2_properties(
 
 
 def load_mm2_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> MM2Config:
-    """Read and parse the MM2 properties file at `path` (UTF-8)."""
+    """Read and parse the MM2 properties file at `path`.
+
+    UTF-8, else ISO-8859-1: Java (hence MM2) reads `.properties` files as ISO-8859-1, so a
+    Latin-1 comment or value that MM2 accepts is read the same way here.
+    """
     file_path = Path(path)
+    if not str(path).strip():
+        raise MM2ConfigError(
+            "no configuration file named: pass --config FILE or set MM2_CONFIG to your "
+            "mm2.properties",
+            source="(empty path)",
+        )
     try:
-        text = file_path.read_text(encoding="utf-8")
+        data = file_path.read_bytes()
     except OSError as exc:
         raise MM2ConfigError(
-            f"cannot read the file: {exc.strerror or exc}", source=str(path)
+            f"cannot read the file: {exc.strerror or exc}; check the path and its permissions",
+            source=str(path),
         ) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")
     props = parse_java_properties(text, str(file_path))
     return build_mm2_config(props, str(file_path), environ=environ, source_path=file_path)
 
 
 def default_config_path() -> Path:
-    """`$MM2_CONFIG`, else the packaged demo configuration (two local clusters)."""
+    """`$MM2_CONFIG`, else the packaged demo configuration (two local clusters).
+
+    A set but empty `MM2_CONFIG` is an error (MM2ConfigError), not the demo: it usually means a
+    deployment lost its value, and replicating the demo clusters instead would hide that.
+    """
     configured = os.environ.get(CONFIG_ENV)
-    if configured:
+    if configured is not None:
+        if not configured.strip():
+            raise MM2ConfigError(
+                f"{CONFIG_ENV} is set but empty: set it to your mm2.properties, or unset it "
+                "for the packaged demo configuration",
+                source=f"${CONFIG_ENV}",
+            )
         return Path(configured)
     return Path(str(resources.files("mm2_assets").joinpath("demo.properties")))
+
+
+def config_path_argument(value: str | None) -> Path:
+    """The file a command's `--config` names: `default_config_path()` when not given; an empty
+    value is an error (MM2ConfigError), not the packaged demo."""
+    if value is None:
+        return default_config_path()
+    if not value.strip():
+        raise MM2ConfigError(
+            "the configuration file name is empty: pass --config with your mm2.properties",
+            source="--config",
+        )
+    return Path(value)

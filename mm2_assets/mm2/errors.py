@@ -1,14 +1,16 @@
-"""`MM2ConfigError`: an MM2 properties file that cannot be used, with where and why.
+"""The errors an entry point reports in one paragraph, without a traceback.
 
-Its own module so the parser, the config providers and the model can all raise it without
-importing each other.
+`MM2ConfigError`: an MM2 properties file that cannot be used, with where and why;
+`UsageError`: a bad argument or environment variable; `ClusterConnectionError`: a cluster that
+cannot be reached or refuses us. Their own module so the parser, the config providers, the model
+and the Kafka layer can all raise them without importing each other.
 """
 
 from __future__ import annotations
 
 from mm2_assets.mm2.secrets import mask
 
-__all__ = ["MM2ConfigError"]
+__all__ = ["ClusterConnectionError", "MM2ConfigError", "UsageError"]
 
 
 class MM2ConfigError(ValueError):
@@ -29,3 +31,23 @@ class MM2ConfigError(ValueError):
         if key is not None:
             where += f": {key}" + ("" if value is None else f"={self.value!r}")
         super().__init__(f"{where}: {reason}")
+
+
+class ClusterConnectionError(ConnectionError):
+    """A cluster that cannot be used: down, unreachable, or refusing us (e.g. credentials).
+
+    The message is one line naming the cluster alias and its bootstrap address; `reason` says
+    what happened and what to check. Entry points print it as is (never a traceback).
+    """
+
+    def __init__(self, alias: str, address: str, reason: str) -> None:
+        """Record the cluster `alias`, its bootstrap `address` and the `reason`."""
+        self.alias = alias
+        self.address = address
+        self.reason = reason
+        super().__init__(f"cluster '{alias}' ({address}): {reason}")
+
+
+class UsageError(ValueError):
+    """Bad input outside the properties file (an argument, an environment variable): the
+    message says which and how to fix it."""

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from mm2_assets.mm2.alerting import AlertSink
 from mm2_assets.mm2.filters import (
     CONFIG_PROPERTY_FILTER_CLASS_DEFAULT,
     GROUP_FILTER_CLASS_DEFAULT,
@@ -52,7 +53,6 @@ from mm2_assets.mm2.settings import (
     REGEX,
     REPLICATION_FACTOR,
     SEPARATOR,
-    STRING,
     URL,
     RegexList,
     Setting,
@@ -382,10 +382,9 @@ class FlowSettings:
     )
     mm2assets_alert_sink_class: str = flow_setting(
         "mm2assets.alert.sink.class",
-        STRING,
+        plugin(AlertSink),
         "",
-        "AlertSink class (dotted Python path) receiving the flow's alerts; checked when the "
-        "Dagster definitions load.",
+        "AlertSink class (dotted Python path) receiving the flow's alerts (empty: webhook or log).",
     )
     mm2assets_alert_webhook_url: str = flow_setting(
         "mm2assets.alert.webhook.url",
@@ -398,6 +397,20 @@ class FlowSettings:
         POSITIVE_NUMBER,
         "10",
         "Timeout of one webhook POST (seconds).",
+    )
+    mm2assets_plugin_timeout_seconds: float = flow_setting(
+        "mm2assets.plugin.timeout.seconds",
+        POSITIVE_NUMBER,
+        "30",
+        "A KIP-918 listener or alert sink call taking longer is abandoned and reported, so a "
+        "hung plugin cannot stall a sensor tick (seconds).",
+    )
+    mm2assets_connect_timeout_seconds: float = flow_setting(
+        "mm2assets.connect.timeout.seconds",
+        POSITIVE_NUMBER,
+        "15",
+        "The `mm2-assets` commands fail when a cluster of the flow does not answer within this "
+        "(seconds), naming the cluster and its address.",
     )
 
 

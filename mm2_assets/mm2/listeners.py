@@ -115,28 +115,36 @@ def load_group_listener(props: Mapping[str, str]) -> GroupListener:
 
 
 def notify_listener(
-    load: Callable[[], _L], call: Callable[[_L], object], class_path: str
+    load: Callable[[], _L], call: Callable[[_L], object], class_path: str, timeout: float
 ) -> str | None:
     """Load a listener, make one call, always close it; the error text, or None.
 
-    KIP-918: a listener failure is reported, never allowed to stop replication.
+    KIP-918: a listener failure is reported, never allowed to stop replication. A listener
+    that hangs (in any of the three steps) is abandoned after `timeout` seconds and reported.
     """
-    try:
-        listener = load()
-    except Exception as exc:
-        return f"cannot load {class_path}: {exc}"
-    name = type(listener).__qualname__
-    error = None
-    try:
-        call(listener)
-    except Exception as exc:
-        error = f"{name} notification failed: {exc!r}"
-    finally:
+
+    def notify() -> str | None:
         try:
-            listener.close()
+            listener = load()
         except Exception as exc:
-            error = error or f"{name}.close failed: {exc!r}"
-    return error
+            return f"cannot load {class_path}: {exc}"
+        name = type(listener).__qualname__
+        error = None
+        try:
+            call(listener)
+        except Exception as exc:
+            error = f"{name} notification failed: {exc!r}"
+        finally:
+            try:
+                listener.close()
+            except Exception as exc:
+                error = error or f"{name}.close failed: {exc!r}"
+        return error
+
+    try:
+        return plugins.call_with_timeout(class_path, notify, timeout)
+    except plugins.PluginTimeoutError as exc:
+        return str(exc)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ our Python equivalents; any other value must be a dotted Python path
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 # Apache MM2's Java class names and the Python classes that implement the same behaviour.
@@ -100,3 +101,36 @@ def instantiate(key: str, class_path: str, base: type[_P], props: Mapping[str, s
         ) from exc
     instance.configure(props)
     return instance
+
+
+class PluginTimeoutError(TimeoutError):
+    """A plugin call did not return within its bound; it was abandoned, still running."""
+
+
+_T = TypeVar("_T")
+
+
+def call_with_timeout(what: str, call: Callable[[], _T], timeout: float) -> _T:
+    """`call()`'s result, or PluginTimeoutError naming `what` after `timeout` seconds.
+
+    The call runs in a daemon thread: Python cannot stop a thread, so a hung plugin is
+    abandoned (it keeps its thread, which never delays the process's exit) and the caller goes
+    on. Whatever the call raises is raised here.
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"plugin: {what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise PluginTimeoutError(f"{what} did not return within {timeout:g} s (abandoned)")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

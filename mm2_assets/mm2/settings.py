@@ -21,6 +21,7 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.client_settings import LEGAL_NAME_CHARS, is_legal_name_part
 from mm2_assets.mm2.filters import FilterConfigError, compile_pattern_list, full_match, parse_list
 
 __all__ = [
@@ -213,10 +214,16 @@ class _Separator(Kind):
         # Java trims string settings; an empty separator cannot split names back.
         if value.strip() == "":
             raise SettingValueError("the separator must not be empty")
+        if not is_legal_name_part(value.strip()):
+            # MM2 takes any string, then fails creating every remote topic.
+            raise SettingValueError(
+                f"the separator becomes part of remote topic names, which allow only "
+                f"{LEGAL_NAME_CHARS}; MM2's default is '.'"
+            )
         return value.strip()
 
     def describe(self) -> str:
-        return "non-empty string"
+        return "non-empty string of topic-name characters"
 
 
 @dataclass(frozen=True)

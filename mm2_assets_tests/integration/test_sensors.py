@@ -20,9 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.alerts.sinks import Alert, WebhookAlertSink, redact_url
+from mm2_assets.defs.alerts.sinks import WebhookAlertSink, redact_url
 from mm2_assets.defs.health.verdicts import CHECK_LAG, CHECK_TARGET_TOPICS
 from mm2_assets.defs.run_requests import FLOW_TAG, WORK_TAG, partition_range_request
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
 from mm2_assets.mm2.listeners import GroupListener, TopicListener
 from mm2_assets_tests.alert_helpers import Webhook

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -16,7 +18,9 @@ from mm2_assets.mm2.listeners import (
     NoOpTopicListener,
     TopicListener,
     TopicSetChange,
+    notify_listener,
 )
+from mm2_assets.mm2.plugins import PluginTimeoutError, call_with_timeout
 
 BASE = """\
 clusters = primary, backup
@@ -125,10 +129,11 @@ def test_bad_listener_classes_fail_at_config_load(line: str, reason: str) -> Non
     assert info.value.key == line.split(" = ")[0]
 
 
-def test_configure_errors_propagate_to_the_caller() -> None:
-    f = flow(f"topic.listener.class = {HERE}.RejectingTopicListener\n")
-    with pytest.raises(ValueError, match=r"listener\.endpoint is required"):
-        f.topic_listener()
+def test_configure_errors_fail_at_load_naming_the_key() -> None:
+    # Configured once at load, as MM2's connectors do at start: not first in a sensor tick.
+    with pytest.raises(MM2ConfigError, match=r"listener\.endpoint is required") as info:
+        flow(f"topic.listener.class = {HERE}.RejectingTopicListener\n")
+    assert info.value.key == "topic.listener.class"
 
 
 # -- set changes ------------------------------------------------------------------------------
@@ -167,3 +172,62 @@ def test_group_set_change() -> None:
     assert change.summary() == "+1 -1 (added g3; removed g2)"
     assert change.as_dict() == {"added": ["g3"], "removed": ["g2"]}
     assert not GroupSetChange.between(["b", "a"], ["a", "b"])
+
+
+# -- isolation: a listener that raises or hangs ---------------------------------------------------
+
+RELEASE = threading.Event()
+"""Set at the end of the hang test so the abandoned listener thread finishes."""
+
+
+class HangingTopicListener(TopicListener):
+    """Never returns from a notification (until RELEASE is set)."""
+
+    def topics_changed(self, topics: Mapping[str, str]) -> None:
+        RELEASE.wait(60)
+
+
+class RaisingTopicListener(TopicListener):
+    def topics_changed(self, topics: Mapping[str, str]) -> None:
+        raise RuntimeError("catalog down")
+
+
+def test_a_hanging_listener_is_abandoned_after_the_plugin_timeout() -> None:
+    f = flow(
+        f"topic.listener.class = {HERE}.HangingTopicListener\n"
+        "mm2assets.plugin.timeout.seconds = 0.5\n"
+    )
+    started = time.monotonic()
+    try:
+        error = notify_listener(
+            f.topic_listener,
+            lambda listener: listener.topics_changed({"a": "primary.a"}),
+            f.topic_listener_class,
+            f.mm2assets_plugin_timeout_seconds,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        RELEASE.set()
+    assert error == f"{HERE}.HangingTopicListener did not return within 0.5 s (abandoned)"
+    assert elapsed < 5
+
+
+def test_a_raising_listener_is_reported_with_its_class_name() -> None:
+    f = flow(f"topic.listener.class = {HERE}.RaisingTopicListener\n")
+    error = notify_listener(
+        f.topic_listener,
+        lambda listener: listener.topics_changed({}),
+        f.topic_listener_class,
+        f.mm2assets_plugin_timeout_seconds,
+    )
+    assert error == "RaisingTopicListener notification failed: RuntimeError('catalog down')"
+
+
+def test_call_with_timeout_returns_raises_and_times_out() -> None:
+    assert call_with_timeout("answer", lambda: 42, 5) == 42
+    with pytest.raises(KeyError, match="missing"):
+        call_with_timeout("lookup", lambda: {}["missing"], 5)
+    gate = threading.Event()
+    with pytest.raises(PluginTimeoutError, match=r"^slow did not return within 0\.2 s"):
+        call_with_timeout("slow", lambda: gate.wait(30), 0.2)
+    gate.set()

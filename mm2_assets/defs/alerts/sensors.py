@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sinks import Alert, send_alerts
+from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
     PARTITION_RANGE_END_TAG,
@@ -30,6 +30,7 @@ from mm2_assets.defs.run_requests import (
     streak_before,
     work_history,
 )
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.backoff import FailureStreak
 from mm2_assets.mm2.config import FlowConfig
 

@@ -19,94 +19,37 @@ leak through an alert. Delivery failures are logged and never propagate into the
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
-import time
 import urllib.error
 import urllib.request
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.alerting import (
+    ALERT_CONFIG_PREFIX,
+    Alert,
+    AlertDeliveryError,
+    AlertSink,
+)
 from mm2_assets.mm2.config import FlowConfig
+
+__all__ = [
+    "LogAlertSink",
+    "WebhookAlertSink",
+    "listener_alerts",
+    "load_alert_sink",
+    "redact_url",
+    "send_alerts",
+]
 
 log = logging.getLogger("mm2_assets.alerts")
 
-# Every alert setting lives under this prefix; sinks are configured with these keys only.
-ALERT_CONFIG_PREFIX = "mm2assets.alert."
-SINK_CLASS_CONFIG = ALERT_CONFIG_PREFIX + "sink.class"
 WEBHOOK_URL_CONFIG = ALERT_CONFIG_PREFIX + "webhook.url"
 WEBHOOK_TIMEOUT_CONFIG = ALERT_CONFIG_PREFIX + "webhook.timeout.seconds"
 WEBHOOK_TIMEOUT_DEFAULT = 10.0
-
-Severity = Literal["info", "warning", "error"]
-AlertKind = Literal[
-    "run_failed",
-    "run_recovered",
-    "check_failed",
-    "check_recovered",
-    "topics_changed",
-    "groups_changed",
-    "listener_failed",
-]
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One thing an operator should know about a flow.
-
-    `message` is a sentence naming the flow and the topic or group; `topics`/`groups` list
-    them for machines; `details` holds JSON-ready extra facts (counts, ids, diffs).
-    """
-
-    flow: str
-    kind: AlertKind
-    message: str
-    severity: Severity = "error"
-    topics: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-    details: Mapping[str, Any] = field(default_factory=dict)
-    timestamp: float = field(default_factory=time.time)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON payload every sink sends."""
-        return {
-            "source": "mm2-assets",
-            "flow": self.flow,
-            "kind": self.kind,
-            "severity": self.severity,
-            "message": self.message,
-            "topics": list(self.topics),
-            "groups": list(self.groups),
-            "details": dict(self.details),
-            "timestamp": self.timestamp,
-        }
-
-    def to_json(self) -> str:
-        """`as_dict()` as compact JSON (non-JSON values rendered with `str`)."""
-        return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True, default=str)
-
-
-class AlertDeliveryError(RuntimeError):
-    """A sink could not deliver an alert."""
-
-
-class AlertSink(ABC):
-    """Receives alerts. Implementations need a no-argument constructor."""
-
-    def configure(self, config: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
-        """Receive the flow's `mm2assets.alert.*` properties. Default: ignore them."""
-
-    @abstractmethod
-    def send(self, alert: Alert) -> None:
-        """Deliver `alert`; raise on failure (callers log it and carry on)."""
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release resources. Default: nothing."""
-
 
 _LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -173,28 +116,17 @@ class WebhookAlertSink(AlertSink):
             ) from None  # the chained exception could carry the full URL
 
 
-def alert_properties(flow: FlowConfig) -> dict[str, str]:
-    """The flow's `mm2assets.alert.*` properties: all a sink is configured with."""
-    return {k: v for k, v in flow.properties.items() if k.startswith(ALERT_CONFIG_PREFIX)}
-
-
 def load_alert_sink(flow: FlowConfig) -> AlertSink:
     """A new, configured sink for `flow` (see the module docstring for the choice)."""
     class_path = flow.mm2assets_alert_sink_class.strip()
     if class_path:
-        return plugins.instantiate(SINK_CLASS_CONFIG, class_path, AlertSink, alert_properties(flow))
+        return flow.alert_sink()
     if flow.mm2assets_alert_webhook_url.strip():
         return WebhookAlertSink(
             flow.mm2assets_alert_webhook_url.strip(),
             timeout=flow.mm2assets_alert_webhook_timeout_seconds,
         )
     return LogAlertSink()
-
-
-def validate_alert_config(flow: FlowConfig) -> None:
-    """Fail at definition time on a sink class that does not load or rejects its settings."""
-    sink = load_alert_sink(flow)
-    sink.close()
 
 
 def listener_alerts(
@@ -243,30 +175,42 @@ def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = 
 
     Every alert is also written to `logger` (e.g. a sensor's `context.log`) so it shows in the
     tick log. An alert the sink fails to deliver is logged as JSON instead of being lost.
+    Every sink call is bounded by `mm2assets.plugin.timeout.seconds`; a sink that hangs is
+    abandoned and the rest of the alerts are logged instead, so a tick waits at most that long
+    per step.
     """
     pending = list(alerts)
     if not pending:
         return []
     errors: list[str] = []
+    timeout = flow.mm2assets_plugin_timeout_seconds
+    fallback = LogAlertSink()
     try:
-        sink = load_alert_sink(flow)
+        sink = plugins.call_with_timeout(
+            "loading the alert sink", lambda: load_alert_sink(flow), timeout
+        )
     except Exception as exc:  # a broken sink must not break the sensor
         errors.append(f"{flow.name}: cannot load the alert sink: {exc}")
-        sink = LogAlertSink()
+        sink = fallback
+    name = type(sink).__qualname__
     try:
         for alert in pending:
             if logger is not None:
                 logger.log(_LEVELS[alert.severity], f"alert: {alert.message}")
             try:
-                sink.send(alert)
+                plugins.call_with_timeout(
+                    f"{name}.send", functools.partial(sink.send, alert), timeout
+                )
             except Exception as exc:
-                errors.append(f"{flow.name}: alert '{alert.kind}' not delivered: {exc}")
-                LogAlertSink().send(alert)
+                errors.append(f"{flow.name}: alert '{alert.kind}' not delivered by {name}: {exc}")
+                fallback.send(alert)
+                if isinstance(exc, plugins.PluginTimeoutError):
+                    sink = fallback  # hung: do not wait for it again in this call
     finally:
         try:
-            sink.close()
+            plugins.call_with_timeout(f"{name}.close", sink.close, timeout)
         except Exception as exc:
-            errors.append(f"{flow.name}: closing the alert sink failed: {exc}")
+            errors.append(f"{flow.name}: closing the alert sink {name} failed: {exc}")
     for error in errors:
         log.error(error)
         if logger is not None:

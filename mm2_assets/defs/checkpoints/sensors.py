@@ -36,6 +36,7 @@ def notify_group_listener(flow: FlowConfig, groups: list[str]) -> str | None:
         flow.group_listener,
         lambda listener: listener.groups_changed(list(groups)),
         flow.group_listener_class,
+        flow.mm2assets_plugin_timeout_seconds,
     )
 
 

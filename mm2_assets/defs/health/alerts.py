@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sinks import Alert
 from mm2_assets.defs.health.verdicts import CheckOutcome
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
 
 

@@ -25,7 +25,6 @@ from typing import Any
 import dagster as dg
 
 from mm2_assets.defs.alerts.sensors import recovery_alert
-from mm2_assets.defs.alerts.sinks import Alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
@@ -45,6 +44,7 @@ from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.kafka.heartbeats import HeartbeatEmission
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 

@@ -43,6 +43,7 @@ def notify_topic_listener(flow: FlowConfig, topics: dict[str, str]) -> str | Non
         flow.topic_listener,
         lambda listener: listener.topics_changed(dict(topics)),
         flow.topic_listener_class,
+        flow.mm2assets_plugin_timeout_seconds,
     )
 
 
