@@ -3,6 +3,7 @@ deleted before they were copied, topics deleted or recreated, records at max.mes
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 
@@ -10,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.copy_task import CopyError, run_copy_task
 from mm2_assets.kafka.remote_cluster_utils import translate_offsets
 from mm2_assets.kafka.replication_plan import plan_replication
@@ -17,6 +19,12 @@ from mm2_assets.kafka.replication_state import measure_lag
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.spark.job import run_copy_tasks
 from mm2_assets_tests.integration.test_checkpoints import assets_by_name, run_asset, set_offsets
+from mm2_assets_tests.integration.test_follower import (
+    RunningFollower,
+    follower_config,
+    replicated,
+    wait_for,
+)
 from mm2_assets_tests.integration.test_replicated_topics import flow_defs, materialize_topics
 from mm2_assets_tests.kafka_helpers import (
     Rec,
@@ -32,11 +40,13 @@ from mm2_assets_tests.kafka_helpers import (
 pytestmark = pytest.mark.integration
 
 
+TS0 = recent_ms(3600)
+
+
 def numbered(count: int, tag: str, first: int = 0) -> list[Rec]:
-    """Recognisable single-partition records `tag-i`."""
-    ts0 = recent_ms(1200)
+    """Recognisable single-partition records `tag-i` (the same for the same arguments)."""
     return [
-        Rec(0, f"k{i}".encode(), f"{tag}-{i}".encode(), (("n", str(i).encode()),), ts0 + i)
+        Rec(0, f"k{i}".encode(), f"{tag}-{i}".encode(), (("n", str(i).encode()),), TS0 + i)
         for i in range(first, first + count)
     ]
 
@@ -215,9 +225,10 @@ def test_records_deleted_before_they_were_copied_are_reported_and_the_copy_goes_
 
 
 def recreate(bootstrap: str, topic: str) -> None:
-    """Delete `topic` and create it again, empty, under the same name."""
+    """Delete `topic` (if it still exists) and create it again, empty, under the same name."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
+    with contextlib.suppress(Exception):  # already deleted
+        admin.delete_topics([topic])[topic].result(30)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -320,3 +331,65 @@ def test_record_larger_than_the_remote_topic_allows_fails_naming_offset_and_sett
     assert "max.message.bytes" in message and f"primary.{topic}" in message
     # Nothing of the failed transaction is visible, and the next try resumes before it.
     assert consume_all(backup, f"primary.{topic}", [0])[0] == []
+
+
+def test_follower_survives_deleted_and_recreated_topics_and_reports_gaps(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    prefix = unique("fhaz")
+    doomed, reborn, steady = f"{prefix}-doomed", f"{prefix}-reborn", f"{prefix}-steady"
+    for topic in (doomed, reborn, steady):
+        create_filled_topic(primary, topic, numbered(6, f"{topic}-old"))
+    flow = load_checked_config(follower_config(write_mm2_config, prefix)).flows[0]
+
+    with RunningFollower(flow, spark_resource) as running:
+        for topic in (doomed, reborn, steady):
+            wait_for(f"{topic} copied", replicated(primary, backup, topic, 1))
+        admin = AdminClient({"bootstrap.servers": primary})
+        admin.delete_topics([doomed, reborn])
+        layouts = running.reporter.layouts
+        wait_for(
+            "a layout without the deleted topics",
+            lambda: {doomed, reborn}.isdisjoint(layouts[-1][1].remote_topics),
+        )
+        recreate(primary, reborn)
+        # More records than the old topic had: its old progress would skip some of them.
+        new = numbered(9, "reborn-new")
+        produce(primary, reborn, new)
+        produce(primary, steady, numbered(4, "steady-more", 6))
+        wait_for("records of the steady topic", replicated(primary, backup, steady, 1))
+        wait_for(
+            "the recreated topic's records after the old ones",
+            lambda: (
+                consume_all(backup, f"primary.{reborn}", [0])[0]
+                == [*numbered(6, f"{reborn}-old"), *new]
+            ),
+            state=lambda: consume_all(backup, f"primary.{reborn}", [0])[0],
+        )
+        assert running.error is None, running.error
+        last_plan = running.reporter.layouts[-1][1]
+        assert doomed not in last_plan.remote_topics
+    assert running.error is None, running.error
+    assert not running.reporter.problems, running.reporter.problems
+
+    # Records deleted while no follower ran are counted by the next one, which goes on.
+    doomed_batch = numbered(10, "steady-late", 10)
+    produce(primary, steady, doomed_batch)
+    delete_records_before(primary, steady, 15)  # offsets 10-14 never copied
+    expected = [
+        *numbered(6, f"{steady}-old"),
+        *numbered(4, "steady-more", 6),
+        *doomed_batch[5:],
+    ]
+    with RunningFollower(flow, spark_resource) as running:
+        windows = running.reporter.windows
+        wait_for(
+            "the gap reported",
+            lambda: sum(p.lost_to_retention for w in windows for p in w.partitions) == 5,
+            state=lambda: [(p.topic, p.lost_to_retention) for w in windows for p in w.partitions],
+        )
+        wait_for(
+            "the records after the gap",
+            lambda: consume_all(backup, f"primary.{steady}", [0])[0] == expected,
+        )
+    assert running.error is None, running.error
