@@ -244,23 +244,38 @@ def test_recreated_topic_is_reported_and_copied_from_its_new_start(
     primary, backup, write_mm2_config, spark_resource, new_records: int
 ) -> None:
     topic = unique("reborn")
+    group = f"{topic}-app"
     old = create_filled_topic(primary, topic, numbered(5, "old"))
-    defs, flow = flow_defs(write_mm2_config())
+    # Dense offset syncs (offset.lag.max = 0): translation is exact at every offset.
+    defs, flow = flow_defs(write_mm2_config(f"groups = {topic}-.*\noffset.lag.max = 0\n"))
     materialize_topics(defs, flow.key, [topic], spark_resource)
     recreate(primary, topic)
     new = numbered(new_records, "new")
     produce(primary, topic, new)
+    # A group on the new topic before it is copied: the offset syncs still describe the old
+    # topic, so no checkpoint is written for it (it would point at an old record).
+    set_offsets(primary, group, {(topic, 0): 2})
+    checkpoints = assets_by_name(flow)["checkpoints"]
+    held = run_asset(checkpoints)
+    assert held is not None
+    assert held.metadata["recreated_topics_held_back"].value == [topic]
+    remote = f"primary.{topic}"
+    assert translate_offsets({"bootstrap.servers": backup}, "primary", group) == {}
 
     event = materialize_topics(defs, flow.key, [topic], spark_resource)
 
     # Nothing of the new topic skipped; the remote topic keeps the old records before them.
-    assert consume_all(backup, f"primary.{topic}", [0])[0] == [*old, *new]
+    assert consume_all(backup, remote, [0])[0] == [*old, *new]
     assert event.metadata["records_copied"].value == new_records
     assert event.metadata["recreated_topics"].value == {topic: [0]}
     assert lag_of(flow, topic) == 0
     again = materialize_topics(defs, flow.key, [topic], spark_resource)
     assert again.metadata["partitions_copied"].value == 0
     assert "recreated_topics" not in again.metadata
+    # Copied: the group's checkpoint now points at the copy of the new topic's record 2.
+    run_asset(checkpoints)
+    downstream = translate_offsets({"bootstrap.servers": backup}, "primary", group)[(remote, 0)]
+    assert first_record_from(backup, remote, downstream) == new[2]
 
 
 def test_topic_deleted_after_planning_ends_its_copy_and_the_others_complete(
