@@ -33,6 +33,7 @@ from mm2_assets_tests.kafka_helpers import (
     create_topic,
     produce,
     recent_ms,
+    send,
     tricky_records,
     unique,
 )
@@ -58,14 +59,7 @@ def produce_transactions(bootstrap: str, topic: str, batches: Sequence[tuple[boo
     for commit, records in batches:
         producer.begin_transaction()
         for rec in records:
-            producer.produce(
-                topic,
-                key=rec.key,
-                value=rec.value,
-                partition=rec.partition,
-                timestamp=rec.timestamp,
-                headers=list(rec.headers),
-            )
+            send(producer, topic, rec)
         producer.flush(30)
         if commit:
             producer.commit_transaction(30)
@@ -306,14 +300,7 @@ def test_record_at_max_message_bytes_is_copied_intact(
     create_topic(primary, topic, config={"max.message.bytes": str(size + 1024)})
     big = Rec(0, b"big", bytes(range(256)) * (size // 256), (("h", b"x"),), recent_ms(60))
     producer = Producer({"bootstrap.servers": primary, "message.max.bytes": size + 4096})
-    producer.produce(
-        topic,
-        key=big.key,
-        value=big.value,
-        partition=0,
-        timestamp=big.timestamp,
-        headers=list(big.headers),
-    )
+    send(producer, topic, big)
     assert producer.flush(30) == 0
     defs, flow = flow_defs(write_mm2_config())
 
