@@ -139,13 +139,17 @@ def end_offsets(
     *,
     cluster: str,
     committed_only: bool = True,
+    skip_deleted: bool = False,
 ) -> dict[tuple[str, int], int]:
     """The end offset of each topic-partition in one batched ListOffsets call.
 
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
+    `skip_deleted` leaves out partitions of topics that no longer exist instead of failing.
     """
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
-    return _list_offsets(admin, partitions, OffsetSpec.latest(), isolation, cluster, "end")
+    return _list_offsets(
+        admin, partitions, OffsetSpec.latest(), isolation, cluster, "end", skip_deleted
+    )
 
 
 def open_transactions(
@@ -175,6 +179,7 @@ def _list_offsets(
     isolation: IsolationLevel,
     cluster: str,
     what: str,
+    skip_deleted: bool = False,
 ) -> dict[tuple[str, int], int]:
     wanted = [TopicPartition(t, p) for t, p in partitions]
     if not wanted:
@@ -187,6 +192,8 @@ def _list_offsets(
         try:
             out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
         except KafkaException as exc:
+            if skip_deleted and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
             raise KafkaAdminError(
                 f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "
                 f"'{cluster}': {exc}"

@@ -433,7 +433,7 @@ class _Copier:
                 except KafkaException as exc:
                     if exc.args[0].code() not in _TOPIC_GONE:
                         raise
-                    self._gone(lane, exc.args[0])
+                    self._gone(lane, exc.args[0], assigned=False)
                     continue
                 lane.result.start_offset = lane.result.next_offset = lane.position
                 if lane.result.restarted:
@@ -507,7 +507,7 @@ class _Copier:
             lane.position = part.end_offset
             self._finish(lane)
 
-    def _gone(self, lane: _Lane, error: KafkaError) -> None:
+    def _gone(self, lane: _Lane, error: KafkaError, *, assigned: bool = True) -> None:
         """The lane's source topic was deleted while copying: what was read is committed,
         the lane stops (a follower's next topic refresh drops the partition)."""
         part = lane.range
@@ -523,8 +523,9 @@ class _Copier:
             )
         lane.result.topic_deleted = 1
         lane.done = True
-        # Paused, not unassigned: unassigning one partition would mean assigning the rest anew.
-        self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
+        if assigned:
+            # Paused, not unassigned: unassigning one partition means assigning all anew.
+            self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
 
     def run(self, stop: Callable[[], bool] | None) -> None:
         """Copy until every partition reached its end offset, or (following) until `stop()`."""

@@ -308,7 +308,10 @@ class Follower:
         try:
             progress = tracker.refresh()
             keys = [(s.topic, s.partition) for s in plan.states]
-            ends = end_offsets(self._admin("source"), keys, cluster=flow.source.alias)
+            # A topic deleted since the layout started is dropped by the next refresh.
+            ends = end_offsets(
+                self._admin("source"), keys, cluster=flow.source.alias, skip_deleted=True
+            )
         except Exception as exc:
             self.reporter.problem("progress report", exc)
             return before
