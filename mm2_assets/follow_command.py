@@ -22,6 +22,8 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.kafka.replication_plan import ReplicationPlan
+from mm2_assets.kafka.replication_state import recreation_warnings
+from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 
@@ -47,12 +49,21 @@ class PrintingReporter(FollowerReporter):
         )
         for topic, reason in plan.skipped.items():
             self._print(f"not replicating '{topic}': {reason}", error=True)
+        for warning in recreation_warnings(self.flow.name, plan.states):
+            self._print(warning.removeprefix(f"{self.flow.name}: "), error=True)
 
     def window(self, window: FollowerWindow) -> None:
         seconds = max(window.ended_at - window.started_at, 1e-3)
         records = sum(p.records for p in window.partitions)
         lag = sum(p.lag for p in window.partitions)
         self._print(f"{records} records ({records / seconds:.0f}/s), lag {lag} records")
+        lost = {
+            f"{p.topic}-{p.partition}": p.lost_to_retention
+            for p in window.partitions
+            if p.lost_to_retention
+        }
+        for warning in hazard_warnings(self.flow.name, SourceHazards(lost_to_retention=lost)):
+            self._print(warning.removeprefix(f"{self.flow.name}: "), error=True)
 
     def problem(self, what: str, error: BaseException) -> None:
         self._print(f"{what} failed (retried): {error}", error=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -87,6 +87,21 @@ def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
+def send(
+    producer: Producer, topic: str, rec: Rec, on_delivery: Callable[..., None] | None = None
+) -> None:
+    """Queue `rec` on `producer` (to its partition, with its timestamp and headers)."""
+    producer.produce(
+        topic,
+        key=rec.key,
+        value=rec.value,
+        partition=rec.partition,
+        timestamp=rec.timestamp,
+        headers=list(rec.headers) or None,
+        on_delivery=on_delivery,
+    )
+
+
 def produce(bootstrap: str, topic: str, records: Iterable[Rec]) -> None:
     """Produce records (to their partitions, with their timestamps) and wait for all acks."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -97,15 +112,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[Rec]) -> None:
             errors.append(str(err))
 
     for rec in records:
-        producer.produce(
-            topic,
-            key=rec.key,
-            value=rec.value,
-            partition=rec.partition,
-            timestamp=rec.timestamp,
-            headers=list(rec.headers) or None,
-            on_delivery=on_delivery,
-        )
+        send(producer, topic, rec, on_delivery)
         producer.poll(0)
     remaining = producer.flush(30)
     assert remaining == 0 and not errors, f"produce failed: {errors[:3]}, {remaining} unsent"

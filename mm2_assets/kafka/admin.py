@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from mm2_assets.kafka.clients import client_config
@@ -54,6 +60,28 @@ def list_topics(
         for name, meta in metadata.topics.items()
         if meta.error is None
     }
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str], *, cluster: str) -> dict[str, str]:
+    """Kafka's topic id (UUID, as text) of each of `topics` in one DescribeTopics call.
+
+    A topic deleted and recreated under the same name gets a new id. Topics that are gone
+    (or that the broker did not describe) are left out.
+    """
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=ADMIN_TIMEOUT_S)
+    out: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            out[name] = str(future.result(timeout=ADMIN_TIMEOUT_S).topic_id)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaAdminError(
+                    f"cannot describe topic '{name}' on cluster '{cluster}': {exc}"
+                ) from exc
+    return out
 
 
 def ensure_topic(
@@ -111,13 +139,17 @@ def end_offsets(
     *,
     cluster: str,
     committed_only: bool = True,
+    skip_deleted: bool = False,
 ) -> dict[tuple[str, int], int]:
     """The end offset of each topic-partition in one batched ListOffsets call.
 
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
+    `skip_deleted` leaves out partitions of topics that no longer exist instead of failing.
     """
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
-    return _list_offsets(admin, partitions, OffsetSpec.latest(), isolation, cluster, "end")
+    return _list_offsets(
+        admin, partitions, OffsetSpec.latest(), isolation, cluster, "end", skip_deleted
+    )
 
 
 def open_transactions(
@@ -147,6 +179,7 @@ def _list_offsets(
     isolation: IsolationLevel,
     cluster: str,
     what: str,
+    skip_deleted: bool = False,
 ) -> dict[tuple[str, int], int]:
     wanted = [TopicPartition(t, p) for t, p in partitions]
     if not wanted:
@@ -159,6 +192,8 @@ def _list_offsets(
         try:
             out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
         except KafkaException as exc:
+            if skip_deleted and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
             raise KafkaAdminError(
                 f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "
                 f"'{cluster}': {exc}"

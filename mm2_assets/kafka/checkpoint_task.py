@@ -32,6 +32,7 @@ from mm2_assets.kafka.checkpoint_store import (
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
+from mm2_assets.kafka.replication_state import recreated_since_copy
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
@@ -117,6 +118,8 @@ class CheckpointRun:
     """The latest checkpoint per selected group after this pass (previous plus emitted)."""
     synced_partitions: int = 0
     """Upstream partitions the offset-syncs topic has syncs for."""
+    recreated_topics: list[str] = field(default_factory=list)
+    """Source topics deleted and recreated but not copied since: not translated this pass."""
 
     @property
     def emitted(self) -> int:
@@ -193,7 +196,21 @@ def emit_checkpoints(
         groups=group_offsets,
         timeout=max(timeout, READ_TIMEOUT_S),
     )
+    # A recreated topic not copied since: its offset syncs describe the old topic and would
+    # translate the new topic's offsets to the old topic's records. Held back until copied.
+    recreated = recreated_since_copy(flow, {tp[0] for o in group_offsets.values() for tp in o})
+    held: dict[str, list[TopicPartition]] = {}
+    if recreated:
+        run.recreated_topics = sorted(recreated)
+        held = {g: sorted(tp for tp in o if tp[0] in recreated) for g, o in group_offsets.items()}
+        group_offsets = {
+            g: {tp: om for tp, om in o.items() if tp[0] not in recreated}
+            for g, o in group_offsets.items()
+        }
     run.groups = plan_checkpoints(flow, group_offsets, store=store, previous=previous)
+    for group, partitions in held.items():
+        if group in run.groups:
+            run.groups[group].untranslated.extend(partitions)
 
     records = [
         (checkpoint.record_key(), checkpoint.record_value())

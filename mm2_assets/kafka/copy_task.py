@@ -11,6 +11,7 @@ engine (a Spark job today) can run it in its workers.
 
 from __future__ import annotations
 
+import logging
 import time
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -28,12 +29,18 @@ from confluent_kafka import (
 )
 
 from mm2_assets.kafka.progress_store import read_progress
-from mm2_assets.mm2.progress import Progress, progress_partition
+from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
+
+log = logging.getLogger(__name__)
 
 # librdkafka settings the copy path depends on; user producer settings may tune the rest.
 _PRODUCER_GUARANTEES = {"enable.idempotence": True, "acks": "all"}
 _PRODUCER_DEFAULTS = {
+    # librdkafka's own limit is 1 MB; the remote topic's max.message.bytes is the real one
+    # (created from the source topic's), so a record its source accepted is never refused
+    # here. `producer.max.request.size` in mm2.properties overrides it.
+    "message.max.bytes": 100 * 1024 * 1024,
     "linger.ms": 10,
     "batch.size": 1_000_000,
     "queue.buffering.max.messages": 500_000,
@@ -47,6 +54,16 @@ _CONSUMER_DEFAULTS = {
     "fetch.wait.max.ms": 50,
 }
 
+# Consumer errors meaning the source topic is gone (deleted while a task copies it).
+_TOPIC_GONE = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_ID,
+}
+# Consumer events about one of a task's partitions that the copy loop handles itself.
+_LANE_EVENTS = {KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET, *_TOPIC_GONE}
+
 
 CONSUME_BATCH = 10_000
 
@@ -59,6 +76,19 @@ class CopyError(RuntimeError):
     """Copying failed; the message names the flow, topic and partition."""
 
 
+_TOO_LARGE_HINT = (
+    "Raise `producer.max.request.size` of the target cluster in mm2.properties (librdkafka's "
+    "message.max.bytes) and `max.message.bytes` of the remote topic on the target to at "
+    "least the source topic's."
+)
+
+
+def _too_large(error: object) -> bool:
+    """Whether a produce or delivery error says the record exceeds a size limit."""
+    text = str(error)
+    return "MSG_SIZE_TOO_LARGE" in text or "too large" in text.lower()
+
+
 @dataclass(frozen=True)
 class PartitionRange:
     """One source partition of a copy task: copied up to `end_offset`, or followed for as long
@@ -68,6 +98,9 @@ class PartitionRange:
     remote_topic: str
     partition: int
     end_offset: int | None = None
+    # The source topic's id at plan time: committed progress of another id belongs to an
+    # earlier incarnation of the topic (deleted and recreated) and is not resumed from.
+    topic_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +155,12 @@ class CopyResult:
     # window from Spark's start-up across tasks that ran in other processes.
     started_at: float = 0.0
     finished_at: float = 0.0
+    # Source hazards met: offsets removed by retention or DeleteRecords before they were
+    # copied; 1 when the committed progress belonged to an earlier incarnation of the topic
+    # (restarted from the new log start); 1 when the topic was deleted while being copied.
+    lost_to_retention: int = 0
+    restarted: int = 0
+    topic_deleted: int = 0
 
 
 @dataclass
@@ -147,6 +186,15 @@ class _Lane:
     # newest mapping not yet written.
     last_synced_upstream: int | None = None
     pending_sync: tuple[int, int] | None = None
+    # Carried into every progress record of the lane (see `Progress`).
+    downstream_next: int = 0
+    lost_total: int = 0
+
+    @property
+    def unrecorded(self) -> bool:
+        """The lane moved past offsets that hold no record to copy (transaction markers,
+        aborted or compacted records, a retention gap) and no progress says so yet."""
+        return not self.batch.upstream and self.position > self.result.next_offset
 
 
 def offset_syncs_for_batch(
@@ -281,7 +329,19 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
     lanes: list[_Lane] = []
     for part in spec.partitions:
         committed = progress.get((part.source_topic, part.partition))
-        start = committed.next_offset if committed else OFFSET_BEGINNING
+        restarted = committed is not None and is_other_incarnation(
+            committed, part.topic_id, part.end_offset
+        )
+        if restarted:
+            log.warning(
+                "%s: %s-%d was deleted and recreated (committed progress %d belongs to the "
+                "old topic): copying the new topic from its start",
+                spec.flow,
+                part.source_topic,
+                part.partition,
+                committed.next_offset,  # type: ignore[union-attr]
+            )
+        start = committed.next_offset if committed and not restarted else OFFSET_BEGINNING
         lane = _Lane(
             part,
             CopyResult(
@@ -292,10 +352,11 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
                 started_at=started_at,
             ),
             position=start,
+            downstream_next=committed.downstream_next if committed else 0,
+            lost_total=committed.lost_to_retention if committed else 0,
         )
-        lane.done = (
-            part.end_offset is not None and committed is not None and start >= part.end_offset
-        )
+        lane.result.restarted = int(restarted)
+        lane.done = part.end_offset is not None and start >= 0 and start >= part.end_offset
         lanes.append(lane)
     if not all(lane.done for lane in lanes):
         copier = _Copier(spec, producer, lanes)
@@ -330,9 +391,13 @@ class _Copier:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "isolation.level": "read_committed",
-                # A pass ends at the end of the log; a follower never does.
-                "enable.partition.eof": not spec.follows,
-                "auto.offset.reset": "earliest",
+                # The end of the log: where a pass ends, and for both modes how far the
+                # partition is read when its last offsets hold no record (markers).
+                "enable.partition.eof": True,
+                # A position retention already deleted is a gap to report, and a position past
+                # the log end a recreated topic: both are handled in `_out_of_range`, never
+                # silently reset.
+                "auto.offset.reset": "error",
             }
         )
         self.sync_producer: Producer | None = None
@@ -347,7 +412,8 @@ class _Copier:
 
     def _track(self, batch: _Batch, upstream: int, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
-            self.errors.append(str(err))
+            where = f"{msg.topic()}-{msg.partition()} (upstream offset {upstream})"
+            self.errors.append(f"{where}: {err}")
         else:
             batch.downstream[upstream] = msg.offset()
 
@@ -360,18 +426,106 @@ class _Copier:
             if lane.position < 0:
                 # No progress yet: start at the log start. Resolving it here is much cheaper
                 # than assigning OFFSET_BEGINNING, which costs an offset reset round of ~0.5 s.
-                lane.position, _ = self.consumer.get_watermark_offsets(
-                    TopicPartition(part.source_topic, part.partition), timeout=30
-                )
+                try:
+                    lane.position, _ = self.consumer.get_watermark_offsets(
+                        TopicPartition(part.source_topic, part.partition), timeout=30
+                    )
+                except KafkaException as exc:
+                    if exc.args[0].code() not in _TOPIC_GONE:
+                        raise
+                    self._gone(lane, exc.args[0], assigned=False)
+                    continue
                 lane.result.start_offset = lane.result.next_offset = lane.position
+                if lane.result.restarted:
+                    # The old incarnation's progress must be overwritten even if nothing is
+                    # copied: mark the progress as not yet recorded.
+                    lane.result.next_offset = -1
             assignment.append(TopicPartition(part.source_topic, part.partition, lane.position))
         self.consumer.assign(assignment)
 
     def _finish(self, lane: _Lane) -> None:
         """A pass's partition reached its end offset: stop fetching it."""
+        if lane.done:
+            return
         lane.done = True
         part = lane.range
         self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
+
+    def _at_end(self, lane: _Lane, offset: int) -> None:
+        """The consumer read `lane`'s partition up to `offset` (its end when read): offsets
+        before it that held no record (transaction markers, aborted records, compacted
+        records) are passed too, so progress and lag reach the end. A pass stops there."""
+        end = lane.range.end_offset
+        # Never past a pass's planned end: records beyond it are the next pass's.
+        reached = offset if end is None else min(offset, end)
+        if reached > lane.position:
+            lane.position = reached
+        if end is not None:
+            self._finish(lane)
+
+    def _out_of_range(self, lane: _Lane) -> None:
+        """The lane's position is no longer in the source log: retention or DeleteRecords
+        removed offsets not yet copied (a gap: counted, reported, the copy goes on from the
+        log start), or the log ends before it (the topic was recreated: copied from its new
+        start). Moves the lane's position; the caller assigns the partitions again."""
+        spec, part = self.spec, lane.range
+        tp = TopicPartition(part.source_topic, part.partition)
+        low, high = self.consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+        where = f"{spec.flow}: {part.source_topic}-{part.partition}"
+        if lane.position < low:
+            end = part.end_offset
+            lost = (low if end is None else min(low, end)) - lane.position
+            lane.result.lost_to_retention += lost
+            lane.lost_total += lost
+            log.warning(
+                "%s: %d records (offsets %d to %d) were deleted by retention or DeleteRecords "
+                "before they were copied; they are lost on the target. Continuing at %d.",
+                where,
+                lost,
+                lane.position,
+                low - 1,
+                low,
+            )
+        elif lane.position > high:
+            lane.result.restarted = 1
+            log.warning(
+                "%s: the log ends at %d, before the committed progress %d: the topic was "
+                "recreated (or truncated); copying it from its start %d",
+                where,
+                high,
+                lane.position,
+                low,
+            )
+            # Progress moves back now (written even if nothing is copied, see `_assign`).
+            lane.result.next_offset = -1
+        else:
+            raise CopyError(
+                f"{where}: offset {lane.position} out of range though the log holds [{low}, {high})"
+            )
+        lane.position = low
+        if part.end_offset is not None and low >= part.end_offset:
+            lane.position = part.end_offset
+            self._finish(lane)
+
+    def _gone(self, lane: _Lane, error: KafkaError, *, assigned: bool = True) -> None:
+        """The lane's source topic was deleted while copying: what was read is committed,
+        the lane stops (a follower's next topic refresh drops the partition)."""
+        part = lane.range
+        if not lane.result.topic_deleted:
+            log.warning(
+                "%s: source topic '%s' was deleted while partition %d was copied (%s); "
+                "stopping at offset %d",
+                self.spec.flow,
+                part.source_topic,
+                part.partition,
+                error.str(),
+                lane.position,
+            )
+        lane.result.topic_deleted = 1
+        lane.done = True
+        if assigned:
+            # Paused, not unassigned: unassigning one partition means assigning all anew.
+            self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
 
     def run(self, stop: Callable[[], bool] | None) -> None:
         """Copy until every partition reached its end offset, or (following) until `stop()`."""
@@ -399,13 +553,23 @@ class _Copier:
             polled_at = time.monotonic()
             chunks: dict[int, list[Message]] = {}
             own: list[Message] = []  # the single lane's records (no per-record lookup)
+            # End-of-partition events, applied once the records before them are copied.
+            ends: list[tuple[_Lane, int]] = []
+            out_of_range: list[_Lane] = []
             for msg in self.consumer.consume(wanted, timeout=timeout):
                 error = msg.error()
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        lane = single or self.by_partition.get((msg.topic(), msg.partition()))
-                        if lane is not None and not lane.done:
-                            self._finish(lane)
+                    code = error.code()
+                    lane = self.by_partition.get((msg.topic(), msg.partition()))
+                    if lane is not None and code in _LANE_EVENTS:
+                        if lane.done:
+                            pass
+                        elif code == KafkaError._PARTITION_EOF:
+                            ends.append((lane, msg.offset()))
+                        elif code == KafkaError._AUTO_OFFSET_RESET:
+                            out_of_range.append(lane)
+                        else:
+                            self._gone(lane, error)
                         continue
                     raise CopyError(f"{spec.describe()}: consume failed: {KafkaException(error)}")
                 if single is not None:
@@ -425,16 +589,31 @@ class _Copier:
                     # Records polled while idle waited up to one interval already.
                     deadline = polled_at + interval
                 in_txn = self._copy_chunk(lane, messages)
+            for lane, offset in ends:
+                self._at_end(lane, offset)
+            if out_of_range:
+                # After the chunks are copied, so every lane's position is current: assigning
+                # again (a partition stopped by a reset error cannot seek) drops nothing.
+                for lane in out_of_range:
+                    self._out_of_range(lane)
+                self._assign()
             quiet = not any(chunks.values())
-            if follows and quiet and not in_txn and any(lane.pending_sync for lane in self.lanes):
-                # Quiet partitions: write their held-back newest offset syncs now.
+            if (
+                follows
+                and quiet
+                and not in_txn
+                and any(lane.pending_sync or lane.unrecorded for lane in self.lanes)
+            ):
+                # Quiet partitions: write their held-back newest offset syncs, and progress
+                # past offsets that held no record, now.
                 self.producer.begin_transaction()
                 in_txn = True
+                deadline = time.monotonic()
             if in_txn and follows and time.monotonic() >= deadline:
                 self._commit()
                 in_txn = False
             self.producer.poll(0)
-        if in_txn or any(lane.pending_sync for lane in self.lanes):
+        if in_txn or any(lane.pending_sync or lane.unrecorded for lane in self.lanes):
             if not in_txn:
                 self.producer.begin_transaction()
             self._commit()
@@ -499,6 +678,14 @@ class _Copier:
             except BufferError:
                 # The local queue is full: serve delivery reports until there is room.
                 self.producer.poll(0.1)
+            except KafkaException as exc:
+                part = lane.range
+                size = (len(value) if value else 0) + (len(key) if key else 0)
+                raise CopyError(
+                    f"{self.spec.describe()}: cannot copy {part.source_topic}-{part.partition} "
+                    f"offset {upstream} ({size} bytes) to '{part.remote_topic}': {exc}. "
+                    + (_TOO_LARGE_HINT if _too_large(exc) else "")
+                ) from exc
         lane.batch.upstream.append(upstream)
 
     def _produce_syncs(self, producer: Producer, syncs: list[OffsetSync]) -> None:
@@ -539,9 +726,10 @@ class _Copier:
         remaining = producer.flush(120)
         if self.errors or remaining:
             producer.abort_transaction(60)
+            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
             raise CopyError(
                 f"{spec.describe()}: producing to the remote topics failed: "
-                f"{self.errors[:3] or f'{remaining} records not acknowledged'}"
+                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
             )
         committed: list[tuple[_Lane, list[OffsetSync], Progress | None]] = []
         for lane in self.lanes:
@@ -552,12 +740,23 @@ class _Copier:
                 first_downstream = batch.downstream[batch.upstream[0]]
                 last_downstream = batch.downstream[batch.upstream[-1]]
                 pairs = self._syncs(lane, first_downstream, last_downstream)
+                lane.downstream_next = last_downstream + 1
+            elif lane.pending_sync is not None:
+                # Quiet since the last commit: the held-back newest mapping is final.
+                pairs = [lane.pending_sync]
+                lane.last_synced_upstream = lane.pending_sync[0]
+                lane.pending_sync = None
+            if batch.upstream or lane.unrecorded:
+                # The position is never past a record not yet copied (it only moves to an
+                # end of log or a log start), so it may count for the progress too.
                 progress = Progress(
                     spec.flow,
                     part.source_topic,
                     part.partition,
-                    next_offset=batch.upstream[-1] + 1,
-                    downstream_next=last_downstream + 1,
+                    next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
+                    downstream_next=lane.downstream_next,
+                    topic_id=part.topic_id,
+                    lost_to_retention=lane.lost_total,
                 )
                 producer.produce(
                     spec.progress_topic,
@@ -565,12 +764,7 @@ class _Copier:
                     value=progress.record_value(),
                     partition=progress_partition(spec.flow, part.source_topic, part.partition),
                 )
-            elif lane.pending_sync is not None:
-                # Quiet since the last commit: the held-back newest mapping is final.
-                pairs = [lane.pending_sync]
-                lane.last_synced_upstream = lane.pending_sync[0]
-                lane.pending_sync = None
-            else:
+            if progress is None and not pairs:
                 continue
             syncs = [
                 OffsetSync(part.source_topic, part.partition, upstream, downstream)

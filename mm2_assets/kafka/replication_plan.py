@@ -204,7 +204,8 @@ def plan_replication(
     plan.states = partition_states(flow, counts, source_admin=source_admin)
     if follower_tasks is not None:
         ranges = [
-            PartitionRange(s.topic, plan.remote_topics[s.topic], s.partition) for s in plan.states
+            PartitionRange(s.topic, plan.remote_topics[s.topic], s.partition, topic_id=s.topic_id)
+            for s in plan.states
         ]
         plan.tasks = [
             copy_task_spec(flow, group, follower_transactional_id(flow, index))
@@ -218,7 +219,15 @@ def plan_replication(
         plan.tasks.append(
             copy_task_spec(
                 flow,
-                [PartitionRange(topic, plan.remote_topics[topic], partition, state.end_offset)],
+                [
+                    PartitionRange(
+                        topic,
+                        plan.remote_topics[topic],
+                        partition,
+                        state.end_offset,
+                        topic_id=state.topic_id,
+                    )
+                ],
                 transactional_id(flow, topic, partition),
                 batch_records=batch_records,
             )

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets
+from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.progress_store import read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.progress import is_other_incarnation
 
 PROBE_TIMEOUT_S = 5.0
 PROBE_MAX_PARTITIONS = 200
@@ -32,8 +33,13 @@ class PartitionState:
     topic: str
     partition: int
     next_offset: int
-    """Committed progress, or the log start of a partition never copied."""
+    """Committed progress, or the log start of a partition never copied (or recreated)."""
     end_offset: int
+    topic_id: str | None = None
+    """The source topic's id (None: the broker did not say)."""
+    recreated_from: int | None = None
+    """The committed progress of an earlier incarnation of the topic (deleted and recreated
+    under the same name), which is no resume point; None when there was none."""
 
     @property
     def lag(self) -> int:
@@ -50,14 +56,28 @@ def partition_states(
     progress = read_flow_progress(flow)
     keys = [(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
     ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
+    ids = topic_ids(source_admin, partition_counts, cluster=flow.source.alias)
+    resumable = {
+        key: done
+        for key, done in progress.items()
+        if key in ends and not is_other_incarnation(done, ids.get(key[0]), ends[key])
+    }
     starts = start_offsets(
-        source_admin, [k for k in keys if k not in progress], cluster=flow.source.alias
+        source_admin, [k for k in keys if k not in resumable], cluster=flow.source.alias
     )
     states = []
     for key in keys:
-        done = progress.get(key)
-        next_offset = done.next_offset if done else starts[key]
-        states.append(PartitionState(*key, next_offset, ends[key]))
+        done = resumable.get(key)
+        stale = progress.get(key) if done is None else None
+        states.append(
+            PartitionState(
+                *key,
+                next_offset=done.next_offset if done else starts[key],
+                end_offset=ends[key],
+                topic_id=ids.get(key[0]),
+                recreated_from=stale.next_offset if stale else None,
+            )
+        )
     return states
 
 
@@ -142,3 +162,34 @@ def oldest_unreplicated_timestamps(
     finally:
         consumer.close()
     return found
+
+
+def recreation_warnings(flow: str, states: Iterable[PartitionState]) -> list[str]:
+    """One line per source topic whose committed progress belongs to an earlier incarnation
+    (deleted and recreated under the same name): it is copied again from its new start."""
+    by_topic: dict[str, list[PartitionState]] = {}
+    for s in states:
+        if s.recreated_from is not None:
+            by_topic.setdefault(s.topic, []).append(s)
+    return [
+        f"{flow}: source topic '{topic}' was deleted and recreated since it was last copied "
+        f"(partitions {', '.join(str(s.partition) for s in parts)}; offsets restart): its "
+        "records are copied from the new log start and appended to the remote topic after "
+        "the old topic's"
+        for topic, parts in sorted(by_topic.items())
+    ]
+
+
+def recreated_since_copy(flow: FlowConfig, topics: Iterable[str]) -> set[str]:
+    """Those of `topics` deleted and recreated on the source since the flow last copied them
+    (their committed progress names another topic id): until the new topic is copied, the
+    offset syncs still describe the old one."""
+    wanted = set(topics)
+    if not wanted:
+        return set()
+    progress = read_flow_progress(flow)
+    saved = {(k[0], p.topic_id) for k, p in progress.items() if k[0] in wanted and p.topic_id}
+    if not saved:
+        return set()
+    ids = topic_ids(flow_admin(flow, "source"), {t for t, _ in saved}, cluster=flow.source.alias)
+    return {topic for topic, saved_id in saved if topic in ids and ids[topic] != saved_id}

@@ -25,7 +25,12 @@ class Progress:
     """Resume point of one source topic-partition.
 
     `next_offset` is the first upstream offset not yet copied; `downstream_next` the offset
-    the next copied record would get on the remote topic as last seen.
+    the next copied record would get on the remote topic as last seen. `topic_id` is the
+    source topic's id (Kafka's topic UUID) the progress belongs to: a topic deleted and
+    recreated under the same name gets a new id and restarts its offsets, so progress of
+    another id is not a resume point (None: written before ids were recorded).
+    `lost_to_retention` counts, over the partition's life, offsets that retention or
+    DeleteRecords removed before they were copied.
     """
 
     flow: str
@@ -33,6 +38,8 @@ class Progress:
     partition: int
     next_offset: int
     downstream_next: int
+    topic_id: str | None = None
+    lost_to_retention: int = 0
 
     def record_key(self) -> bytes:
         """Compaction key: one live record per flow, topic and partition."""
@@ -40,10 +47,15 @@ class Progress:
 
     def record_value(self) -> bytes:
         """JSON value, readable with any console consumer."""
-        return json.dumps(
-            {"next_offset": self.next_offset, "downstream_next": self.downstream_next},
-            separators=(",", ":"),
-        ).encode()
+        value: dict[str, object] = {
+            "next_offset": self.next_offset,
+            "downstream_next": self.downstream_next,
+        }
+        if self.topic_id is not None:
+            value["topic_id"] = self.topic_id
+        if self.lost_to_retention:
+            value["lost_to_retention"] = self.lost_to_retention
+        return json.dumps(value, separators=(",", ":")).encode()
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> Progress:
@@ -57,8 +69,10 @@ class Progress:
                 partition=int(k["partition"]),
                 next_offset=int(v["next_offset"]),
                 downstream_next=int(v["downstream_next"]),
+                topic_id=None if v.get("topic_id") is None else str(v["topic_id"]),
+                lost_to_retention=int(v.get("lost_to_retention", 0)),
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed progress record {key!r}: {exc}") from exc
 
 
@@ -73,3 +87,17 @@ def progress_partition(flow: str, topic: str, partition: int) -> int:
     """The progress-topic partition holding this key, chosen by us (not the producer's
     partitioner) so a task can read back just its own partition."""
     return zlib.crc32(progress_key(flow, topic, partition)) % PROGRESS_PARTITIONS
+
+
+def is_other_incarnation(progress: Progress, topic_id: str | None, end_offset: int | None) -> bool:
+    """Whether `progress` belongs to an earlier incarnation of its topic (deleted and recreated
+    under the same name), so it is no resume point for the topic as it is now.
+
+    Known when both topic ids are known and differ, or when the progress lies beyond the
+    partition's end offset `end_offset` (None: unknown), which the end of one incarnation
+    never does: offsets only grow. A recreated topic that already holds more records than the
+    old progress is caught by its id only.
+    """
+    if progress.topic_id is not None and topic_id is not None and progress.topic_id != topic_id:
+        return True
+    return end_offset is not None and progress.next_offset > end_offset

@@ -4,8 +4,9 @@
 Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark job
 (`FollowerJob`). While it follows it:
 
-- every `refresh.topics.interval.seconds` lists the source topics; when the replicated set
-  or a partition count changed it stops the job (fencing its tasks) and starts the new layout,
+- every `refresh.topics.interval.seconds` lists the source topics; when the replicated set,
+  a partition count or a topic id (a topic deleted and recreated) changed it stops the job
+  (fencing its tasks) and starts the new layout,
   which resumes every partition at its committed progress: nothing lost, nothing twice;
 - every `mm2assets.follower.report.interval.seconds` reports, per partition, the records
   copied in the window, the committed offset and the lag (`FollowerReporter.window`);
@@ -29,7 +30,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
+from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics, topic_ids
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
@@ -59,6 +60,8 @@ class PartitionWindow:
     next_offset: int
     end_offset: int
     records: int
+    lost_to_retention: int = 0
+    """Offsets retention or DeleteRecords removed before they were copied, in the window."""
 
     @property
     def lag(self) -> int:
@@ -137,7 +140,9 @@ class Follower:
         self.generation = 0
         self.plan: ReplicationPlan | None = None
         self.job: FollowerJob | None = None
-        self._layout: dict[str, int] = {}
+        # Replicated source topic → (partition count, topic id).
+        self._layout: dict[str, tuple[int, str | None]] = {}
+        self._lost: dict[tuple[str, int], int] = {}
         self._slots = 1
         self._used_slots = 0
         self._heartbeats_sent = 0
@@ -153,13 +158,17 @@ class Follower:
             self._admins[side] = flow_admin(self.flow, side)
         return self._admins[side]
 
-    def _replicated_layout(self) -> dict[str, int]:
-        """Source topics the flow replicates now, with their partition counts."""
+    def _replicated_layout(self) -> dict[str, tuple[int, str | None]]:
+        """Source topics the flow replicates now, with their partition counts and ids (a
+        topic deleted and recreated between two refreshes changes only its id)."""
         flow = self.flow
-        source = list_topics(self._admin("source"), cluster=flow.source.alias)
-        return {topic: source[topic].partitions for topic in flow.remote_topics(source)}
+        admin = self._admin("source")
+        source = list_topics(admin, cluster=flow.source.alias)
+        topics = list(flow.remote_topics(source))
+        ids = topic_ids(admin, topics, cluster=flow.source.alias)
+        return {topic: (source[topic].partitions, ids.get(topic)) for topic in topics}
 
-    def _start_layout(self, spark: Any, layout: dict[str, int]) -> None:
+    def _start_layout(self, spark: Any, layout: dict[str, tuple[int, str | None]]) -> None:
         self.generation += 1
         plan = plan_replication(self.flow, sorted(layout), follower_tasks=self._slots)
         self._used_slots = max(self._used_slots, len(plan.tasks))
@@ -238,6 +247,8 @@ class Follower:
         if tracker is not None:
             try:
                 tracker.refresh()
+                # Gaps met before this run were reported by the runs that met them.
+                self._lost = {k: p.lost_to_retention for k, p in tracker.progress.items()}
             except Exception as exc:  # e.g. a just-created progress topic; read next window
                 self.reporter.problem("progress read", exc)
         while not stop.is_set():
@@ -297,15 +308,21 @@ class Follower:
         try:
             progress = tracker.refresh()
             keys = [(s.topic, s.partition) for s in plan.states]
-            ends = end_offsets(self._admin("source"), keys, cluster=flow.source.alias)
+            # A topic deleted since the layout started is dropped by the next refresh.
+            ends = end_offsets(
+                self._admin("source"), keys, cluster=flow.source.alias, skip_deleted=True
+            )
         except Exception as exc:
             self.reporter.problem("progress report", exc)
             return before
         now = {k: p.next_offset for k, p in progress.items()}
+        lost_now = {k: p.lost_to_retention for k, p in progress.items()}
         windows = []
         for state in plan.states:
             key = (state.topic, state.partition)
             next_offset = now.get(key, state.next_offset)
+            # Cumulative in the progress records: the window's share is the growth.
+            lost = lost_now.get(key, 0) - self._lost.get(key, 0)
             windows.append(
                 PartitionWindow(
                     topic=state.topic,
@@ -314,8 +331,10 @@ class Follower:
                     next_offset=next_offset,
                     end_offset=max(ends.get(key, 0), next_offset),
                     records=max(0, next_offset - before.get(key, state.next_offset)),
+                    lost_to_retention=max(0, lost),
                 )
             )
+        self._lost.update(lost_now)
         self.reporter.window(FollowerWindow(started, ended, self.generation, windows))
         return {**before, **now}
 

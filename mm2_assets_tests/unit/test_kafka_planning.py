@@ -66,6 +66,9 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
         "start_offsets",
         lambda _admin, partitions, *, cluster: {key: 0 for key in partitions},
     )
+    monkeypatch.setattr(
+        replication_state, "topic_ids", lambda _admin, topics, *, cluster: dict.fromkeys(topics)
+    )
 
     plan = replication_plan.plan_replication(flow(), ["orders", "events"])
 

@@ -58,6 +58,8 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         "created_topic": run.created_topic,
         "groups_checkpointed": len(run.groups),
         "checkpointed_groups": dg.MetadataValue.json(sorted(run.groups)),
+        # Deleted and recreated on the source, not copied since: not translated yet.
+        "recreated_topics_held_back": dg.MetadataValue.json(run.recreated_topics),
         "synced_partitions": run.synced_partitions,
         "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
         "group_details": dg.MetadataValue.json(details),

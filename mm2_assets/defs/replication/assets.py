@@ -11,7 +11,8 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
 from mm2_assets.kafka.replication_plan import plan_replication
-from mm2_assets.kafka.replication_state import PartitionState
+from mm2_assets.kafka.replication_state import PartitionState, recreation_warnings
+from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings, source_hazards
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.job import run_copy_tasks
 
@@ -57,6 +58,19 @@ def _partition_table(
     return table_metadata(PARTITION_COLUMNS, rows)
 
 
+def hazard_metadata(hazards: SourceHazards) -> dict[str, object]:
+    """Metadata of the source hazards a pass or follower window met (see `source_hazards`):
+    `records_lost_to_retention` always (0 when nothing was lost), the details when present."""
+    out: dict[str, object] = {"records_lost_to_retention": hazards.records_lost}
+    if hazards.lost_to_retention:
+        out["lost_to_retention"] = dg.MetadataValue.json(hazards.lost_to_retention)
+    if hazards.recreated:
+        out["recreated_topics"] = dg.MetadataValue.json(hazards.recreated)
+    if hazards.deleted:
+        out["deleted_topics"] = dg.MetadataValue.json(hazards.deleted)
+    return out
+
+
 def replicated_topics_asset(
     flow: FlowConfig, partitions: dg.PartitionsDefinition, upstream: dg.AssetSpec
 ) -> dg.AssetsDefinition:
@@ -84,6 +98,8 @@ def replicated_topics_asset(
         plan = plan_replication(flow, topics)
         for topic, reason in plan.skipped.items():
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
+        for warning in recreation_warnings(flow.name, plan.states):
+            context.log.warning(warning)
         # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
         max_tasks = flow.tasks_max if "tasks.max" in flow.properties else None
         results: list[CopyResult] = []
@@ -114,6 +130,9 @@ def replicated_topics_asset(
             done = by_partition.get((s.topic, s.partition))
             next_offset = done.next_offset if done else s.next_offset
             lag += max(0, now_ends[(s.topic, s.partition)] - next_offset)
+        hazards = source_hazards(results, plan.states)
+        for warning in hazard_warnings(flow.name, hazards):
+            context.log.warning(warning)
         records = sum(r.records for r in results)
         copied_bytes = sum(r.bytes for r in results)
         seconds = time.monotonic() - started
@@ -141,6 +160,7 @@ def replicated_topics_asset(
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
                 "partitions": _partition_table(plan.states, by_partition),
+                **hazard_metadata(hazards),
             }
         )
 

@@ -28,7 +28,7 @@ from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
-from mm2_assets.defs.replication.assets import PARTITION_COLUMNS
+from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
@@ -43,6 +43,8 @@ from mm2_assets.kafka.checkpoint_task import CheckpointRun
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.kafka.heartbeats import HeartbeatEmission
 from mm2_assets.kafka.replication_plan import ReplicationPlan
+from mm2_assets.kafka.replication_state import recreation_warnings
+from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
@@ -86,6 +88,8 @@ class DagsterFollowerReporter(FollowerReporter):
                 self.context.instance.add_dynamic_partitions(name, missing)
         for topic, reason in plan.skipped.items():
             self.context.log.warning(f"{self.flow.name}: not replicating '{topic}': {reason}")
+        for warning in recreation_warnings(self.flow.name, plan.states):
+            self.context.log.warning(warning)
         self.context.log.info(
             f"{self.flow.name}: following {len(plan.states)} partitions of {len(topics)} topics "
             f"with {len(plan.tasks)} tasks (layout {generation})"
@@ -97,7 +101,16 @@ class DagsterFollowerReporter(FollowerReporter):
         for topic, parts in sorted(window.by_topic().items()):
             records = sum(p.records for p in parts)
             total += records
-            if not records:
+            hazards = SourceHazards(
+                lost_to_retention={
+                    f"{p.topic}-{p.partition}": p.lost_to_retention
+                    for p in parts
+                    if p.lost_to_retention
+                }
+            )
+            for warning in hazard_warnings(self.flow.name, hazards):
+                self.context.log.warning(warning)
+            if not records and not hazards.records_lost:
                 continue
             rows = [
                 {
@@ -121,6 +134,7 @@ class DagsterFollowerReporter(FollowerReporter):
                     "remote_topic": parts[0].remote_topic,
                     "layout": window.generation,
                     "partitions": table_metadata(PARTITION_COLUMNS, rows),
+                    **hazard_metadata(hazards),
                 },
                 partition=topic,
             )

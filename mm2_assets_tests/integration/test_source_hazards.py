@@ -1,0 +1,397 @@
+"""Source hazards on real brokers: transactional and compacted sources (offset gaps), records
+deleted before they were copied, topics deleted or recreated, records at max.message.bytes."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.copy_task import CopyError, run_copy_task
+from mm2_assets.kafka.remote_cluster_utils import translate_offsets
+from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.kafka.replication_state import measure_lag
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.spark.job import run_copy_tasks
+from mm2_assets_tests.integration.test_checkpoints import assets_by_name, run_asset, set_offsets
+from mm2_assets_tests.integration.test_follower import (
+    RunningFollower,
+    follower_config,
+    replicated,
+    wait_for,
+)
+from mm2_assets_tests.integration.test_replicated_topics import flow_defs, materialize_topics
+from mm2_assets_tests.kafka_helpers import (
+    Rec,
+    consume_all,
+    create_filled_topic,
+    create_topic,
+    produce,
+    recent_ms,
+    send,
+    tricky_records,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+
+TS0 = recent_ms(3600)
+
+
+def numbered(count: int, tag: str, first: int = 0) -> list[Rec]:
+    """Recognisable single-partition records `tag-i` (the same for the same arguments)."""
+    return [
+        Rec(0, f"k{i}".encode(), f"{tag}-{i}".encode(), (("n", str(i).encode()),), TS0 + i)
+        for i in range(first, first + count)
+    ]
+
+
+def produce_transactions(bootstrap: str, topic: str, batches: Sequence[tuple[bool, list[Rec]]]):
+    """Each (commit?, records) as one transaction, committed or aborted."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn")})
+    producer.init_transactions(30)
+    for commit, records in batches:
+        producer.begin_transaction()
+        for rec in records:
+            send(producer, topic, rec)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
+def first_record_from(bootstrap: str, topic: str, offset: int) -> Rec | None:
+    """The first record a read_committed consumer positioned at `offset` of partition 0 reads
+    (None: it is at the end)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("peek"),
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                return None  # end of partition
+            return Rec.from_message(msg)
+        raise AssertionError(f"{topic}: nothing read from offset {offset}")
+    finally:
+        consumer.close()
+
+
+def lag_of(flow, topic: str) -> int:
+    """What the replication driver would see: the topic's lag in records."""
+    return measure_lag(flow).lag_by_topic()[topic]
+
+
+def delete_records_before(bootstrap: str, topic: str, offset: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
+        future.result(30)
+
+
+def test_transactional_source_copies_committed_records_and_translates_past_markers(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    prefix = unique("txn")
+    topic = f"{prefix}-orders"
+    create_topic(primary, topic)
+    a, b, c, d = numbered(10, "a"), numbered(5, "b"), numbered(10, "c"), numbered(3, "d")
+    # Source offsets: a 0-9, marker 10, aborted b 11-15, marker 16, c 17-26, marker 27,
+    # aborted d 28-30, marker 31; the last stable offset is 32.
+    produce_transactions(primary, topic, [(True, a), (False, b), (True, c), (False, d)])
+    config = load_mm2_config(write_mm2_config(f"groups = {prefix}-.*\n"))
+    flow = config.flow("primary->backup")
+    defs, _ = flow_defs(config.source_path)
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    remote = f"primary.{topic}"
+    assert consume_all(backup, remote, [0])[0] == a + c  # no aborted record, order kept
+    assert event.metadata["records_copied"].value == 20
+    # The pass reached the end offset though no record sits at it: nothing left to do, so
+    # the driver requests no further run and a second pass copies nothing.
+    assert event.metadata["remaining_lag_records"].value == 0
+    assert lag_of(flow, topic) == 0
+    again = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert again.metadata["partitions_copied"].value == 0
+
+    # Groups committed on a marker, after an aborted transaction and at the end translate to
+    # the downstream records they would have read next on the source.
+    groups = {f"{prefix}-at-marker": 10, f"{prefix}-after-abort": 17, f"{prefix}-end": 32}
+    for group, offset in groups.items():
+        set_offsets(primary, group, {(topic, 0): offset})
+    run_asset(assets_by_name(flow)["checkpoints"])
+    for group, offset in groups.items():
+        translated = translate_offsets({"bootstrap.servers": backup}, "primary", group)
+        downstream = translated[(remote, 0)]
+        assert first_record_from(backup, remote, downstream) == first_record_from(
+            primary, topic, offset
+        ), group
+
+
+def test_compacted_source_with_offset_gaps_copies_the_live_records_and_finishes(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("compacted")
+    create_topic(
+        primary,
+        topic,
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.001",
+            "min.compaction.lag.ms": "0",
+            "delete.retention.ms": "0",
+        },
+    )
+    # Rounds of the same keys, each in a segment of its own; the last round stays active.
+    for round_ in range(4):
+        produce(
+            primary,
+            topic,
+            [
+                Rec(0, f"k{i}".encode(), f"r{round_}-{i}".encode(), (), recent_ms(100) + i)
+                for i in range(5)
+            ],
+        )
+        time.sleep(0.3)
+    produce(primary, topic, [Rec(0, b"last", b"roll", (), recent_ms(50))])
+    deadline = time.monotonic() + 60
+    while len(consume_all(primary, topic, [0])[0]) == 21:
+        assert time.monotonic() < deadline, "the log cleaner did not compact the topic"
+        time.sleep(1)
+    source = consume_all(primary, topic, [0])[0]
+    defs, flow = flow_defs(write_mm2_config("offset-syncs.topic.location = target\n"))
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    assert consume_all(backup, f"primary.{topic}", [0])[0] == source
+    assert event.metadata["records_copied"].value == len(source)
+    assert lag_of(flow, topic) == 0
+
+
+def test_records_deleted_before_they_were_copied_are_reported_and_the_copy_goes_on(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("gap")
+    first, lost, after = numbered(30, "v"), numbered(10, "v", 30), numbered(10, "v", 40)
+    create_filled_topic(primary, topic, first)
+    defs, flow = flow_defs(write_mm2_config())
+    materialize_topics(defs, flow.key, [topic], spark_resource)
+    produce(primary, topic, lost + after)
+    # Retention (here DeleteRecords) removes offsets 30-39 before the next pass copies them.
+    delete_records_before(primary, topic, 40)
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    remote = f"primary.{topic}"
+    assert consume_all(backup, remote, [0])[0] == first + after
+    assert event.metadata["records_copied"].value == 10
+    assert event.metadata["records_lost_to_retention"].value == 10
+    assert event.metadata["lost_to_retention"].value == {f"{topic}-0": 10}
+    assert lag_of(flow, topic) == 0
+
+    # Everything not yet copied deleted: the pass counts it, copies nothing, and is done.
+    produce(primary, topic, numbered(7, "v", 50))
+    delete_records_before(primary, topic, 57)
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert event.metadata["records_copied"].value == 0
+    assert event.metadata["records_lost_to_retention"].value == 7
+    assert lag_of(flow, topic) == 0
+    again = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert again.metadata["partitions_copied"].value == 0
+    assert again.metadata["records_lost_to_retention"].value == 0
+
+
+def recreate(bootstrap: str, topic: str) -> None:
+    """Delete `topic` (if it still exists) and create it again, empty, under the same name."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with contextlib.suppress(Exception):  # already deleted
+        admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            create_topic(bootstrap, topic)
+            return
+        except Exception:  # still being deleted
+            assert time.monotonic() < deadline, f"{topic} could not be recreated"
+            time.sleep(0.5)
+
+
+@pytest.mark.parametrize("new_records", [8, 3], ids=["more-than-before", "fewer-than-before"])
+def test_recreated_topic_is_reported_and_copied_from_its_new_start(
+    primary, backup, write_mm2_config, spark_resource, new_records: int
+) -> None:
+    topic = unique("reborn")
+    group = f"{topic}-app"
+    old = create_filled_topic(primary, topic, numbered(5, "old"))
+    # Dense offset syncs (offset.lag.max = 0): translation is exact at every offset.
+    defs, flow = flow_defs(write_mm2_config(f"groups = {topic}-.*\noffset.lag.max = 0\n"))
+    materialize_topics(defs, flow.key, [topic], spark_resource)
+    recreate(primary, topic)
+    new = numbered(new_records, "new")
+    produce(primary, topic, new)
+    # A group on the new topic before it is copied: the offset syncs still describe the old
+    # topic, so no checkpoint is written for it (it would point at an old record).
+    set_offsets(primary, group, {(topic, 0): 2})
+    checkpoints = assets_by_name(flow)["checkpoints"]
+    held = run_asset(checkpoints)
+    assert held is not None
+    assert held.metadata["recreated_topics_held_back"].value == [topic]
+    remote = f"primary.{topic}"
+    assert translate_offsets({"bootstrap.servers": backup}, "primary", group) == {}
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    # Nothing of the new topic skipped; the remote topic keeps the old records before them.
+    assert consume_all(backup, remote, [0])[0] == [*old, *new]
+    assert event.metadata["records_copied"].value == new_records
+    assert event.metadata["recreated_topics"].value == {topic: [0]}
+    assert lag_of(flow, topic) == 0
+    again = materialize_topics(defs, flow.key, [topic], spark_resource)
+    assert again.metadata["partitions_copied"].value == 0
+    assert "recreated_topics" not in again.metadata
+    # Copied: the group's checkpoint now points at the copy of the new topic's record 2.
+    run_asset(checkpoints)
+    downstream = translate_offsets({"bootstrap.servers": backup}, "primary", group)[(remote, 0)]
+    assert first_record_from(backup, remote, downstream) == new[2]
+
+
+def test_topic_deleted_after_planning_ends_its_copy_and_the_others_complete(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    prefix = unique("gone")
+    doomed, kept = f"{prefix}-doomed", f"{prefix}-kept"
+    create_filled_topic(primary, doomed, tricky_records(1, 50, seed=21, ts0=recent_ms(900)))
+    create_filled_topic(primary, kept, tricky_records(2, 50, seed=22, ts0=recent_ms(900)))
+    _, flow = flow_defs(write_mm2_config())
+    plan = plan_replication(flow, [doomed, kept])
+    admin = AdminClient({"bootstrap.servers": primary})
+    admin.delete_topics([doomed])[doomed].result(30)
+
+    results = run_copy_tasks(spark_resource.spark_session, plan.tasks)
+
+    by_topic = {(r.source_topic, r.partition): r for r in results}
+    assert by_topic[(doomed, 0)].topic_deleted == 1
+    assert by_topic[(doomed, 0)].records == 0
+    assert consume_all(backup, f"primary.{kept}", [0, 1]) == consume_all(primary, kept, [0, 1])
+
+
+def test_record_at_max_message_bytes_is_copied_intact(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topic = unique("large")
+    size = 5 * 1024 * 1024
+    create_topic(primary, topic, config={"max.message.bytes": str(size + 1024)})
+    big = Rec(0, b"big", bytes(range(256)) * (size // 256), (("h", b"x"),), recent_ms(60))
+    producer = Producer({"bootstrap.servers": primary, "message.max.bytes": size + 4096})
+    send(producer, topic, big)
+    assert producer.flush(30) == 0
+    defs, flow = flow_defs(write_mm2_config())
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    assert event.metadata["records_copied"].value == 1
+    assert consume_all(backup, f"primary.{topic}", [0])[0] == [big]
+
+
+def test_record_larger_than_the_remote_topic_allows_fails_naming_offset_and_setting(
+    primary, backup, write_mm2_config
+) -> None:
+    topic = unique("toolarge")
+    size = 2 * 1024 * 1024
+    create_topic(primary, topic, config={"max.message.bytes": str(size + 1024)})
+    # The remote topic exists already, with the broker's 1 MB limit.
+    create_topic(backup, f"primary.{topic}")
+    producer = Producer({"bootstrap.servers": primary, "message.max.bytes": size + 4096})
+    produce(primary, topic, numbered(2, "small"))
+    producer.produce(topic, key=b"big", value=b"x" * size, partition=0)
+    assert producer.flush(30) == 0
+    _, flow = flow_defs(write_mm2_config())
+    (task,) = plan_replication(flow, [topic]).tasks
+
+    with pytest.raises(CopyError) as failed:
+        run_copy_task(task)
+
+    message = str(failed.value)
+    assert f"{topic}-0 (upstream offset 2)" in message
+    assert "max.message.bytes" in message and f"primary.{topic}" in message
+    # Nothing of the failed transaction is visible, and the next try resumes before it.
+    assert consume_all(backup, f"primary.{topic}", [0])[0] == []
+
+
+def test_follower_survives_deleted_and_recreated_topics_and_reports_gaps(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    prefix = unique("fhaz")
+    doomed, reborn, steady = f"{prefix}-doomed", f"{prefix}-reborn", f"{prefix}-steady"
+    for topic in (doomed, reborn, steady):
+        create_filled_topic(primary, topic, numbered(6, f"{topic}-old"))
+    flow = load_checked_config(follower_config(write_mm2_config, prefix)).flows[0]
+
+    with RunningFollower(flow, spark_resource) as running:
+        for topic in (doomed, reborn, steady):
+            wait_for(f"{topic} copied", replicated(primary, backup, topic, 1))
+        admin = AdminClient({"bootstrap.servers": primary})
+        admin.delete_topics([doomed, reborn])
+        layouts = running.reporter.layouts
+        wait_for(
+            "a layout without the deleted topics",
+            lambda: {doomed, reborn}.isdisjoint(layouts[-1][1].remote_topics),
+        )
+        recreate(primary, reborn)
+        # More records than the old topic had: its old progress would skip some of them.
+        new = numbered(9, "reborn-new")
+        produce(primary, reborn, new)
+        produce(primary, steady, numbered(4, "steady-more", 6))
+        wait_for("records of the steady topic", replicated(primary, backup, steady, 1))
+        wait_for(
+            "the recreated topic's records after the old ones",
+            lambda: (
+                consume_all(backup, f"primary.{reborn}", [0])[0]
+                == [*numbered(6, f"{reborn}-old"), *new]
+            ),
+            state=lambda: consume_all(backup, f"primary.{reborn}", [0])[0],
+        )
+        assert running.error is None, running.error
+        last_plan = running.reporter.layouts[-1][1]
+        assert doomed not in last_plan.remote_topics
+    assert running.error is None, running.error
+    assert not running.reporter.problems, running.reporter.problems
+
+    # Records deleted while no follower ran are counted by the next one, which goes on.
+    doomed_batch = numbered(10, "steady-late", 10)
+    produce(primary, steady, doomed_batch)
+    delete_records_before(primary, steady, 15)  # offsets 10-14 never copied
+    expected = [
+        *numbered(6, f"{steady}-old"),
+        *numbered(4, "steady-more", 6),
+        *doomed_batch[5:],
+    ]
+    with RunningFollower(flow, spark_resource) as running:
+        windows = running.reporter.windows
+        wait_for(
+            "the gap reported",
+            lambda: sum(p.lost_to_retention for w in windows for p in w.partitions) == 5,
+            state=lambda: [(p.topic, p.lost_to_retention) for w in windows for p in w.partitions],
+        )
+        wait_for(
+            "the records after the gap",
+            lambda: consume_all(backup, f"primary.{steady}", [0])[0] == expected,
+        )
+    assert running.error is None, running.error
