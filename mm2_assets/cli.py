@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
+from mm2_assets.kafka.cluster_access import ClusterAccessError
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
 from mm2_assets.mm2.flow_settings import reference
 from mm2_assets.mm2.settings import replace_reference_block
@@ -27,12 +28,26 @@ def _kafka_up(args: argparse.Namespace) -> int:
             print(f"{c.alias}\t{c.bootstrap_servers}\t(already running, pid {c.pid})")
         return 0
     aliases = [a.strip() for a in args.clusters.split(",") if a.strip()]
+    security = None
+    if args.sasl_user or args.tls:
+        from mm2_assets.kafka.broker_security import BrokerSecurity, generated_users
+
+        security = BrokerSecurity(generated_users(args.sasl_user or ["mm2"]), tls=args.tls)
     clusters = launcher.start_clusters(
-        aliases, base_dir, base_port=args.base_port, heap=args.heap, attached=False
+        aliases,
+        base_dir,
+        base_port=args.base_port,
+        heap=args.heap,
+        attached=False,
+        security=security,
     )
     launcher.write_state(base_dir, clusters)
     for c in clusters:
         print(f"{c.alias}\t{c.bootstrap_servers}\t(pid {c.pid}, log {c.log_file})")
+        if c.sasl:
+            print(f"  SASL_PLAINTEXT {c.bootstrap_servers}; passwords in {c.credentials_file}")
+        if c.tls_bootstrap_servers:
+            print(f"  SASL_SSL {c.tls_bootstrap_servers}; CA certificate {c.ca_location}")
     return 0
 
 
@@ -150,6 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
                 help="client port of the first cluster; each next cluster adds 100",
             )
             sub.add_argument("--heap", default="512m", help="broker JVM max heap")
+            sub.add_argument(
+                "--sasl-user",
+                action="append",
+                metavar="NAME",
+                help="secure the clusters with SASL (PLAIN, SCRAM-SHA-256/512) and add this "
+                "user with a generated password (repeatable; written to "
+                "<dir>/<alias>/credentials.properties)",
+            )
+            sub.add_argument(
+                "--tls",
+                action="store_true",
+                help="also listen with SASL_SSL on the port after the controller's "
+                "(a keytool-made CA, <dir>/<alias>/tls/ca.pem); implies --sasl-user mm2",
+            )
     fetch = kafka_commands.add_parser(
         "fetch", help="fetch the pinned Kafka jars from Maven Central"
     )
@@ -210,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runtime.KafkaRuntimeError,
         ClassArchiveError,
         ConnectServerError,
+        ClusterAccessError,
     ) as exc:
         print(f"mm2-assets: {exc}", file=sys.stderr)
         return 2

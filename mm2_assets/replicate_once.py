@@ -19,6 +19,7 @@ import dagster as dg
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.cluster_access import verify_flow_access
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 
 
@@ -53,6 +54,9 @@ def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
 def replicate(config_path: Path) -> None:
     """One pass over every enabled flow of the config at `config_path`."""
     config = load_checked_config(config_path)
+    # Rejected credentials fail here in a second, not after each run's 30 s of retries.
+    for flow in config.flows:
+        verify_flow_access(flow)
     instance = dg.DagsterInstance.get()
     for flow in config.flows:
         topics = register_topics(flow, instance)
