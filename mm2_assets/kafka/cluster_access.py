@@ -28,7 +28,10 @@ __all__ = [
 ]
 
 # librdkafka's log lines (connection failures repeat several times a second) land here.
+# A NullHandler keeps them off stderr when the program configured no logging (Python's
+# last-resort handler would print every warning); configured handlers still receive them.
 _RDKAFKA_LOG = logging.getLogger("mm2_assets.kafka.librdkafka")
+_RDKAFKA_LOG.addHandler(logging.NullHandler())
 _AUTH_ERRORS = (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
 _POLL_SLICE_S = 0.5
 
