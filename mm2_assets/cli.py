@@ -32,7 +32,11 @@ def _kafka_up(args: argparse.Namespace) -> int:
     if args.sasl_user or args.tls:
         from mm2_assets.kafka.broker_security import BrokerSecurity, generated_users
 
-        security = BrokerSecurity(generated_users(args.sasl_user or ["mm2"]), tls=args.tls)
+        # Clusters started together share passwords; a restart keeps them (SCRAM credentials
+        # live in the formatted data dir).
+        names = args.sasl_user or ["mm2"]
+        users = generated_users(names, base_dir / aliases[0]) if aliases else {}
+        security = BrokerSecurity(users, tls=args.tls)
     clusters = launcher.start_clusters(
         aliases,
         base_dir,

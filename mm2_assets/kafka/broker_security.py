@@ -90,9 +90,17 @@ class BrokerSecurity:
         }
 
 
-def generated_users(names: Sequence[str]) -> dict[str, str]:
-    """A fresh random password for each user name."""
-    return {name: secrets.token_urlsafe(18) for name in names}
+def generated_users(names: Sequence[str], node_dir: Path | None = None) -> dict[str, str]:
+    """A password for each user name: the one in `node_dir`'s credentials file when the user
+    is there (its SCRAM credentials were made when that data dir was formatted, and are kept),
+    else a fresh random one."""
+    previous: dict[str, str] = {}
+    if node_dir is not None and (node_dir / CREDENTIALS_FILE).exists():
+        for line in (node_dir / CREDENTIALS_FILE).read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.endswith(".password"):
+                previous[key.removesuffix(".password")] = value
+    return {name: previous.get(name) or secrets.token_urlsafe(18) for name in names}
 
 
 def listener_properties(

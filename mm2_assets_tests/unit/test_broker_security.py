@@ -10,7 +10,9 @@ from mm2_assets.cli import build_parser
 from mm2_assets.kafka.broker_security import (
     BrokerSecurity,
     BrokerSecurityError,
+    generated_users,
     listener_properties,
+    write_credentials_file,
 )
 
 
@@ -47,3 +49,15 @@ def test_kafka_up_takes_sasl_users_and_tls() -> None:
     assert build_parser().parse_args(["kafka", "up", "--tls"]).tls
     plain = build_parser().parse_args(["kafka", "up"])
     assert (plain.sasl_user, plain.tls) == (None, False)
+
+
+def test_a_restart_keeps_the_passwords_its_data_dir_was_formatted_with(tmp_path: Path) -> None:
+    """SCRAM credentials live in the formatted data dir, so `kafka up` after `down` must hand
+    out the same passwords; new users get fresh ones."""
+    write_credentials_file(tmp_path, BrokerSecurity({"mm2": "first-pw"}))
+
+    users = generated_users(["mm2", "ops"], tmp_path)
+
+    assert users["mm2"] == "first-pw"
+    assert users["ops"] and users["ops"] != "first-pw"
+    assert generated_users(["mm2"])["mm2"] != "first-pw"
