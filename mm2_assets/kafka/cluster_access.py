@@ -23,6 +23,7 @@ from mm2_assets.mm2.config import FlowConfig, Side
 __all__ = [
     "ClusterAccessError",
     "ClusterAuthenticationError",
+    "check_sasl_login",
     "verify_cluster_access",
     "verify_flow_access",
 ]
@@ -34,6 +35,11 @@ _RDKAFKA_LOG = logging.getLogger("mm2_assets.kafka.librdkafka")
 _RDKAFKA_LOG.addHandler(logging.NullHandler())
 _AUTH_ERRORS = (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
 _POLL_SLICE_S = 0.5
+# How long `check_sasl_login` waits for a verdict before leaving an unanswering cluster to the
+# caller's own timeout: a rejection takes one round trip, well under a second.
+_LOGIN_PROBE_S = 5.0
+# SASL client configurations probed in this process and not rejected.
+_PROBED: set[frozenset[tuple[str, str]]] = set()
 
 
 class ClusterAccessError(RuntimeError):
@@ -95,3 +101,26 @@ def verify_flow_access(flow: FlowConfig, *, timeout: float = 30.0) -> None:
     for side in sides:
         config = client_config(flow, side, "admin")
         verify_cluster_access(flow.cluster(side).alias, config, timeout=timeout)
+
+
+def check_sasl_login(alias: str, config: Mapping[str, str]) -> None:
+    """Raise `ClusterAuthenticationError` at once when cluster `alias` rejects the SASL login of
+    librdkafka `config`; every client factory calls it, so a run, a sensor tick or a command
+    with a wrong password fails in a second instead of after each request's 30 s of retries.
+
+    A config without SASL costs nothing; a SASL one is probed once per process (a rejected one
+    on every call); a cluster that does not answer within a few seconds is left to the
+    caller's own timeout and error, and not probed again.
+    """
+    if "sasl.mechanisms" not in config:
+        return
+    key = frozenset(config.items())
+    if key in _PROBED:
+        return
+    try:
+        verify_cluster_access(alias, config, timeout=_LOGIN_PROBE_S)
+    except ClusterAuthenticationError:
+        raise
+    except ClusterAccessError:
+        pass  # no verdict in time: the caller's own request decides
+    _PROBED.add(key)

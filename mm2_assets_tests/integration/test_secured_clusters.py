@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from dagster._core.instance.ref import InstanceRef
 
+from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.kafka.broker_security import BrokerSecurity
 from mm2_assets.kafka.checkpoint_store import read_checkpoints
 from mm2_assets.kafka.clients import cluster_client_config, load_checked_config
@@ -457,3 +458,36 @@ def test_replicate_with_a_wrong_password_fails_fast_in_one_line(
         "secure.sasl.jaas.config (username and password) and secure.sasl.mechanism"
     ]
     assert_no_secret(done.stdout + done.stderr, "the output of mm2-assets replicate")
+
+
+def test_a_dagster_run_with_a_wrong_password_fails_with_the_login_error(
+    secured: LocalCluster, backup: str, tmp_path: Path
+) -> None:
+    """A run (here the heartbeats asset, writing to the secured cluster) fails in its first
+    second of Kafka work with the one-line login error, and its event log holds no password."""
+    config_path = tmp_path / "mm2.properties"
+    config_path.write_text(
+        "clusters = backup, secure\n"
+        + secured_properties(secured, tmp_path, WRONG_PASSWORD)
+        + f"backup.bootstrap.servers = {backup}\nbackup->secure.enabled = true\n"
+        "heartbeats.topic.replication.factor = 1\n"
+    )
+    flow = load_checked_config(config_path, environ={PASSWORD_ENV: PLAIN_PASSWORD}).flows[0]
+    instance = dg.DagsterInstance.ephemeral()
+
+    started = time.monotonic()
+    result = dg.materialize([heartbeats_asset(flow)], instance=instance, raise_on_error=False)
+
+    assert time.monotonic() - started < 25  # a metadata request alone would wait 30 s
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    # Dagster wraps the asset's exception: ours is the cause.
+    message = error.message + (error.cause.message if error.cause else "")
+    assert (
+        f"ClusterAuthenticationError: cluster 'secure' ({secured.tls_bootstrap_servers}): "
+        f"authentication failed for SASL SCRAM-SHA-512 user '{SCRAM_USER}' over SASL_SSL"
+    ) in message
+    logged = "\n".join(dg.serialize_value(e) for e in instance.all_logs(result.run_id))
+    assert "authentication failed" in logged
+    assert_no_secret(logged, "the failed run's event log")
