@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mm2_assets.kafka import launcher, runtime
+from mm2_assets.kafka.reachability import ClusterAuthenticationError
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError, UsageError
 from mm2_assets.mm2.flow_settings import reference
@@ -29,12 +30,30 @@ def _kafka_up(args: argparse.Namespace) -> int:
             print(f"{c.alias}\t{c.bootstrap_servers}\t(already running, pid {c.pid})")
         return 0
     aliases = [a.strip() for a in args.clusters.split(",") if a.strip()]
+    security = None
+    if args.sasl_user or args.tls:
+        from mm2_assets.kafka.broker_security import BrokerSecurity, generated_users
+
+        # Clusters started together share passwords; a restart keeps them (SCRAM credentials
+        # live in the formatted data dir).
+        names = args.sasl_user or ["mm2"]
+        users = generated_users(names, base_dir / aliases[0]) if aliases else {}
+        security = BrokerSecurity(users, tls=args.tls)
     clusters = launcher.start_clusters(
-        aliases, base_dir, base_port=args.base_port, heap=args.heap, attached=False
+        aliases,
+        base_dir,
+        base_port=args.base_port,
+        heap=args.heap,
+        attached=False,
+        security=security,
     )
     launcher.write_state(base_dir, clusters)
     for c in clusters:
         print(f"{c.alias}\t{c.bootstrap_servers}\t(pid {c.pid}, log {c.log_file})")
+        if c.sasl:
+            print(f"  SASL_PLAINTEXT {c.bootstrap_servers}; passwords in {c.credentials_file}")
+        if c.tls_bootstrap_servers:
+            print(f"  SASL_SSL {c.tls_bootstrap_servers}; CA certificate {c.ca_location}")
     return 0
 
 
@@ -162,6 +181,20 @@ def build_parser() -> argparse.ArgumentParser:
                 help="client port of the first cluster; each next cluster adds 100",
             )
             sub.add_argument("--heap", default="512m", help="broker JVM max heap")
+            sub.add_argument(
+                "--sasl-user",
+                action="append",
+                metavar="NAME",
+                help="secure the clusters with SASL (PLAIN, SCRAM-SHA-256/512) and add this "
+                "user with a generated password (repeatable; written to "
+                "<dir>/<alias>/credentials.properties)",
+            )
+            sub.add_argument(
+                "--tls",
+                action="store_true",
+                help="also listen with SASL_SSL on the port after the controller's "
+                "(a keytool-made CA, <dir>/<alias>/tls/ca.pem); implies --sasl-user mm2",
+            )
     fetch = kafka_commands.add_parser(
         "fetch", help="fetch the pinned Kafka jars from Maven Central"
     )
@@ -217,6 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except ClusterAuthenticationError as exc:
+        # Rejected credentials are bad input, like any other wrong setting (exit 2).
+        print(f"mm2-assets: {exc}", file=sys.stderr)
+        return 2
     except ClusterConnectionError as exc:
         # The cluster, not the input, is at fault: the operation failed (exit 1).
         print(f"mm2-assets: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -65,10 +65,15 @@ def mm2_properties(
 
 
 def create_topic(
-    bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    config: dict[str, str] | None = None,
+    *,
+    security: Mapping[str, str] | None = None,
 ) -> None:
-    """Create `topic` and wait until it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    """Create `topic` and wait until it exists (`security`: librdkafka SASL/SSL settings)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
     )
@@ -102,9 +107,17 @@ def send(
     )
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[Rec]) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Rec],
+    *,
+    security: Mapping[str, str] | None = None,
+) -> None:
     """Produce records (to their partitions, with their timestamps) and wait for all acks."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, **(security or {})}
+    )
     errors: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -142,10 +155,12 @@ def consume_all(
     *,
     isolation: str = "read_committed",
     timeout: float = 30.0,
+    security: Mapping[str, str] | None = None,
 ) -> dict[int, list[Rec]]:
     """Every record of `partitions` up to their current end, per partition, in offset order."""
     consumer = Consumer(
         {
+            **(security or {}),
             "bootstrap.servers": bootstrap,
             "group.id": unique("reader"),
             "enable.auto.commit": False,

@@ -15,6 +15,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.reachability import check_sasl_login
 from mm2_assets.mm2.config import FlowConfig, Side
 
 ADMIN_TIMEOUT_S = 30.0
@@ -41,8 +42,12 @@ def admin_client(config: Mapping[str, str]) -> AdminClient:
 
 
 def flow_admin(flow: FlowConfig, side: Side) -> AdminClient:
-    """An AdminClient on the flow's `side` cluster, with the flow's admin client settings."""
-    return admin_client(client_config(flow, side, "admin"))
+    """An AdminClient on the flow's `side` cluster, with the flow's admin client settings.
+
+    Raises `ClusterAuthenticationError` when the cluster rejects the flow's SASL login."""
+    config = client_config(flow, side, "admin")
+    check_sasl_login(flow.cluster(side).alias, config)
+    return admin_client(config)
 
 
 def list_topics(

@@ -23,11 +23,19 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mm2_assets.kafka.broker_security import (
+    BrokerSecurity,
+    ensure_tls_material,
+    listener_properties,
+    write_credentials_file,
+    write_private,
+)
 from mm2_assets.kafka.runtime import classpath, java_executable, log4j_config
 
 STATE_FILE = "clusters.json"
 DEFAULT_BASE_PORT = 19092
-# Client port of cluster i is base + 100*i; its controller listens on the next port.
+# Client port of cluster i is base + 100*i; its controller listens on the next port and a
+# secured cluster's SASL_SSL listener (TLS) on the one after.
 PORT_STRIDE = 100
 
 
@@ -45,15 +53,34 @@ class LocalCluster:
     data_dir: str
     log_file: str
     pid: int
+    # Secured clusters: `port` speaks SASL_PLAINTEXT, `tls_port` (if any) SASL_SSL with the
+    # CA certificate `ca_location`; user passwords are in `credentials_file`, never in state.
+    sasl: bool = False
+    tls_port: int | None = None
+    ca_location: str | None = None
+    credentials_file: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
-        """The bootstrap address clients use."""
+        """The bootstrap address clients use (SASL_PLAINTEXT on a secured cluster)."""
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def tls_bootstrap_servers(self) -> str | None:
+        """The SASL_SSL bootstrap address of a secured cluster with TLS, else None."""
+        return None if self.tls_port is None else f"127.0.0.1:{self.tls_port}"
 
-def broker_properties(node_dir: Path, port: int, controller_port: int) -> str:
-    """server.properties for a combined broker+controller listening on loopback."""
+
+def broker_properties(
+    node_dir: Path,
+    port: int,
+    controller_port: int,
+    *,
+    security: BrokerSecurity | None = None,
+    tls_port: int | None = None,
+) -> str:
+    """server.properties for a combined broker+controller listening on loopback (PLAINTEXT, or
+    the SASL listeners of `security`)."""
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -76,6 +103,10 @@ def broker_properties(node_dir: Path, port: int, controller_port: int) -> str:
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
     }
+    if security is not None:
+        settings.update(
+            listener_properties(security, port, controller_port, tls_port, node_dir / "tls")
+        )
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -124,8 +155,12 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def _format_storage(node_dir: Path, props_file: Path) -> None:
-    """Format KRaft storage once; an already formatted data dir is reused."""
+def _format_storage(
+    node_dir: Path, props_file: Path, security: BrokerSecurity | None = None
+) -> None:
+    """Format KRaft storage once; an already formatted data dir is reused. SCRAM users of
+    `security` are created here, in the bootstrap metadata, as `kafka-storage --add-scram`
+    does."""
     if (node_dir / "data" / "meta.properties").exists():
         return
     proc = subprocess.run(
@@ -141,18 +176,25 @@ def _format_storage(node_dir: Path, props_file: Path) -> None:
             f"--cluster-id={_cluster_id()}",
             "-c",
             str(props_file),
+            *(security.scram_arguments() if security is not None else ()),
         ],
         capture_output=True,
         text=True,
         check=False,
     )
     if proc.returncode != 0:
+        # The storage tool does not echo --add-scram passwords in its errors.
         raise LauncherError(
             f"formatting KRaft storage in {node_dir} failed:\n{proc.stdout}{proc.stderr}"
         )
 
 
-def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout: float) -> None:
+def _wait_ready(
+    cluster: LocalCluster,
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    security: BrokerSecurity | None = None,
+) -> None:
     """Wait until the broker answers a metadata request, or fail with its log."""
     from confluent_kafka.admin import AdminClient  # heavy import, only when starting
 
@@ -163,6 +205,7 @@ def _wait_ready(cluster: LocalCluster, process: subprocess.Popen[bytes], timeout
             "bootstrap.servers": cluster.bootstrap_servers,
             "log_level": 0,
             "reconnect.backoff.max.ms": 300,
+            **(security.broker_client_config() if security is not None else {}),
         }
     )
     last_error = "no answer yet"
@@ -198,9 +241,21 @@ def launch_cluster(
     *,
     heap: str = "512m",
     attached: bool = True,
+    security: BrokerSecurity | None = None,
+    tls_port: int | None = None,
 ) -> tuple[LocalCluster, subprocess.Popen[bytes]]:
-    """Format (if new) and launch one single-node cluster without waiting for it."""
-    for p, role in ((port, "client"), (controller_port, "controller")):
+    """Format (if new) and launch one single-node cluster without waiting for it.
+
+    With `security`, the client port speaks SASL_PLAINTEXT and, when `security.tls`, `tls_port`
+    SASL_SSL; the users' passwords are written to `<alias>/credentials.properties`."""
+    if security is not None and security.tls and tls_port is None:
+        raise LauncherError(f"Kafka cluster '{alias}' with TLS needs a TLS port")
+    if security is None or not security.tls:
+        tls_port = None
+    ports = [(port, "client"), (controller_port, "controller")]
+    if tls_port is not None:
+        ports.append((tls_port, "TLS"))
+    for p, role in ports:
         if not port_is_free(p):
             raise LauncherError(
                 f"port {p} ({role} port of Kafka cluster '{alias}') is already in use; "
@@ -209,8 +264,18 @@ def launch_cluster(
     node_dir = base_dir / alias
     node_dir.mkdir(parents=True, exist_ok=True)
     props_file = node_dir / "server.properties"
-    props_file.write_text(broker_properties(node_dir, port, controller_port))
-    _format_storage(node_dir, props_file)
+    ca_location = None
+    credentials = None
+    if tls_port is not None:
+        ca_location = str(ensure_tls_material(node_dir / "tls"))
+    if security is not None:
+        credentials = str(write_credentials_file(node_dir, security))
+    # Secured brokers' properties hold passwords: owner-only, like the credentials file.
+    write_private(
+        props_file,
+        broker_properties(node_dir, port, controller_port, security=security, tls_port=tls_port),
+    )
+    _format_storage(node_dir, props_file, security)
     log_file = node_dir / "broker.log"
     with log_file.open("ab") as log:
         process = subprocess.Popen(
@@ -240,6 +305,10 @@ def launch_cluster(
         data_dir=str(node_dir),
         log_file=str(log_file),
         pid=process.pid,
+        sasl=security is not None,
+        tls_port=tls_port,
+        ca_location=ca_location,
+        credentials_file=credentials,
     )
     return cluster, process
 
@@ -295,27 +364,43 @@ def start_clusters(
     heap: str = "512m",
     attached: bool = True,
     timeout: float = 90.0,
+    security: BrokerSecurity | None = None,
 ) -> list[LocalCluster]:
     """Start one cluster per alias. `base_port=None` picks free ports (used by tests).
 
-    Clusters started so far are stopped again when a later one fails.
+    With `security` every cluster gets its SASL (and TLS) listeners; the TLS port is the one
+    after the controller port. Clusters started so far are stopped again when a later one fails.
     """
     if base_port is None:
-        ports = free_port_pairs(len(aliases))
+        free = free_port_pairs(len(aliases) * 2)
+        ports = [(*free[2 * i], free[2 * i + 1][0]) for i in range(len(aliases))]
     else:
         ports = [
-            (base_port + PORT_STRIDE * i, base_port + PORT_STRIDE * i + 1)
+            (
+                base_port + PORT_STRIDE * i,
+                base_port + PORT_STRIDE * i + 1,
+                base_port + PORT_STRIDE * i + 2,
+            )
             for i in range(len(aliases))
         ]
     # Launch every JVM first, then wait: the clusters start in parallel.
     launched: list[tuple[LocalCluster, subprocess.Popen[bytes]]] = []
     try:
-        for alias, (port, controller_port) in zip(aliases, ports, strict=True):
+        for alias, (port, controller_port, tls_port) in zip(aliases, ports, strict=True):
             launched.append(
-                launch_cluster(alias, base_dir, port, controller_port, heap=heap, attached=attached)
+                launch_cluster(
+                    alias,
+                    base_dir,
+                    port,
+                    controller_port,
+                    heap=heap,
+                    attached=attached,
+                    security=security,
+                    tls_port=tls_port,
+                )
             )
         for cluster, process in launched:
-            _wait_ready(cluster, process, timeout)
+            _wait_ready(cluster, process, timeout, security)
     except BaseException:
         for cluster, _ in launched:
             stop_cluster(cluster)
@@ -325,10 +410,16 @@ def start_clusters(
 
 @contextmanager
 def running_clusters(
-    aliases: Sequence[str], base_dir: Path, *, base_port: int | None = None
+    aliases: Sequence[str],
+    base_dir: Path,
+    *,
+    base_port: int | None = None,
+    security: BrokerSecurity | None = None,
 ) -> Iterator[dict[str, LocalCluster]]:
     """Context manager: clusters by alias, stopped on exit whatever happens inside."""
-    clusters = start_clusters(aliases, base_dir, base_port=base_port, attached=True)
+    clusters = start_clusters(
+        aliases, base_dir, base_port=base_port, attached=True, security=security
+    )
     try:
         yield {c.alias: c for c in clusters}
     finally:
