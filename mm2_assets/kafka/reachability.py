@@ -149,7 +149,7 @@ def verify_cluster_access(alias: str, config: Mapping[str, str], *, timeout: flo
     raise ClusterAccessError(
         alias,
         servers,
-        f"no answer to a metadata request within {timeout:g} s; check "
+        f"cannot connect within {timeout:g} s (no answer to a metadata request); check "
         f"{alias}.bootstrap.servers, that the brokers run and that this host reaches them "
         f"(the wait is {TIMEOUT_KEY})",
     )
