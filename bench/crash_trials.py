@@ -1,0 +1,673 @@
+"""Crash trials: SIGKILL replication at random points while producers write, then compare.
+
+Each trial makes fresh source topics (`crash-<run>-<n>-a`/`-b`, 3 partitions each), fills
+them with a backlog of tricky records (null keys and values, binary payloads, repeated and
+null headers, explicit timestamps, some values of 64-300 KiB), starts a producer that keeps
+writing more, and kills replication with SIGKILL at a random point. Kinds of kill:
+
+- `run`: the Dagster run process of a batch pass: `mm2-assets replicate` starts
+  `dagster asset materialize` of `replicated_topics` (the run executes in that process, Spark
+  driver included), and that process is killed.
+- `worker`: a Spark Python worker (a `pyspark.daemon` fork under the run's Spark JVM) while
+  the copy job runs; the Spark task and with it the run fail.
+- `follower`: the `mm2-assets follow` process (follow mode), after it printed its layout.
+
+A trial kills once (twice in a quarter of the trials; each kill a fresh pass or follower
+start, a kill that came after the pass ended is tried again), then restarts
+replication and stops the producer; batch passes run until one completes, the follower until
+the target holds every record. Then every record of every partition is compared, source
+against target with read_committed readers: key, value, headers, timestamp, partition and
+order. Lost = source records missing on the target; duplicated = target records beyond the
+source's. Also checked: no transaction left open on the target; the committed progress of
+each partition is the source's end offset; the checkpoint of a consumer group committed on
+the source before the kills translates to the very record it points at (or, never past it).
+
+Usage: `.venv/bin/python bench/crash_trials.py [--trials 50] [--seed S] [--kinds
+run,worker,follower]`; results go to `bench/results/crash_trials.{json,md}`. The harness
+starts its own cluster pair (free ports); one pair serves all trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+# This checkout's package, not whichever the virtualenv's editable install points at.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mm2_process import group_members, start_process_group
+from procstat import busy_processes, tree_pids
+
+from mm2_assets.kafka.admin import admin_client, open_transactions
+from mm2_assets.kafka.launcher import running_clusters
+from mm2_assets.kafka.progress_store import read_flow_progress
+from mm2_assets.kafka.remote_cluster_utils import translate_offsets
+from mm2_assets.kafka.topic_reader import read_to_end
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets_tests.kafka_helpers import (
+    Rec,
+    create_topic,
+    mm2_properties,
+    produce,
+    recent_ms,
+    tricky_records,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("run", "worker", "follower")
+TOPICS = ("a", "b")
+PARTITIONS = 3
+GROUP_SUFFIX = "g"
+LAYOUT_MARK = "following "  # the follower's layout line (follow_command.PrintingReporter)
+
+
+@dataclass
+class Kill:
+    """One SIGKILL: what was killed, when, and what the target held at that moment."""
+
+    kind: str
+    pid: int | None = None
+    command: str = ""
+    after_s: float = 0.0  # since the pass or follower started
+    target_records: int = 0  # committed on the target when it was killed
+    missed: bool = False  # the victim was gone (pass done) before the kill came
+    exit_code: int | None = None  # of the pass or follower after the kill
+    leftovers: list[str] = field(default_factory=list)  # its processes still alive 60 s later
+
+
+@dataclass
+class TrialResult:
+    """One trial: its kills, what the source held and what the target got."""
+
+    index: int
+    kind: str
+    prefix: str
+    seed: int
+    kills: list[Kill] = field(default_factory=list)
+    source_records: int = 0
+    target_records: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    order_ok: bool = True
+    open_transactions: list[str] = field(default_factory=list)
+    progress_ok: bool = True
+    checkpoint_behind: int | None = None  # records the translated group offset re-reads
+    checkpoint_ok: bool = True  # never past the record the group had not consumed yet
+    restart_passes: int = 0
+    wall_s: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost, duplicated or reordered, and the bookkeeping agrees with the data."""
+        return (
+            self.lost == 0
+            and self.duplicated == 0
+            and self.order_ok
+            and not self.open_transactions
+            and self.progress_ok
+            and self.checkpoint_ok
+            and not self.problems
+        )
+
+
+# --- the workload ------------------------------------------------------------------------------
+
+
+def trial_records(rng: random.Random, per_partition: int, ts0: int) -> list[Rec]:
+    """Tricky records for every partition, timestamps `ts0 + p*1000 + i` (unique per
+    partition as long as batches step `ts0` by `per_partition`), one in 40 values large."""
+    out = []
+    for rec in tricky_records(PARTITIONS, per_partition, rng.randrange(1 << 30), ts0):
+        if rng.random() < 0.025:
+            rec = dataclasses.replace(rec, value=rng.randbytes(rng.randint(64, 300) * 1024))
+        out.append(rec)
+    return out
+
+
+class Writer:
+    """Keeps producing tricky records to the trial's topics, in a thread, until stopped."""
+
+    def __init__(self, bootstrap: str, topics: list[str], rng: random.Random, ts0: int) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.rng = random.Random(rng.randrange(1 << 30))
+        self.ts = ts0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="crash-writer", daemon=True)
+
+    def _run(self) -> None:
+        per_partition = 10
+        try:
+            while not self._stop.is_set():
+                for topic in self.topics:
+                    produce(self.bootstrap, topic, trial_records(self.rng, per_partition, self.ts))
+                    self.ts += per_partition
+                self._stop.wait(0.1)
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop writing (every record written so far acknowledged); raises what failed."""
+        self._stop.set()
+        self._thread.join(120)
+        if self.error is not None:
+            raise RuntimeError(f"the producer failed: {self.error}") from self.error
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+
+def trial_config(source: str, target: str, prefix: str, kind: str) -> str:
+    """mm2.properties of one trial: a flow `primary->backup` of the trial's topics and group,
+    checkpoints on every pass (batch) or every second (follow)."""
+    extra = (
+        f"topics = {prefix}-.*\n"
+        f"groups = {prefix}-.*\n"
+        "heartbeats.replication.enabled = false\n"
+        "refresh.topics.interval.seconds = 2\n"
+        "emit.checkpoints.interval.seconds = 1\n"
+        "emit.heartbeats.interval.seconds = 1\n"
+        "sync.topic.configs.interval.seconds = 30\n"
+    )
+    if kind == "follower":
+        extra += (
+            "mm2assets.replication.mode = follow\nmm2assets.follower.report.interval.seconds = 1\n"
+        )
+    return mm2_properties(source, target, extra)
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def command_line(pid: int) -> list[str]:
+    """The arguments of process `pid` (empty once it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a for a in raw.decode(errors="replace").split("\0") if a]
+
+
+def parent_pid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def run_process(root: int) -> int | None:
+    """The `dagster asset materialize` process of `replicated_topics` under `root`."""
+    for pid in tree_pids(root):
+        args = command_line(pid)
+        if "materialize" in args and any("replicated_topics" in a for a in args):
+            return pid
+    return None
+
+
+def spark_workers(root: int) -> list[int]:
+    """Spark Python workers under `root`: forks of a `pyspark.daemon` (not the daemon)."""
+    out = []
+    for pid in tree_pids(root):
+        if "pyspark.daemon" in command_line(pid):
+            parent = parent_pid(pid)
+            if parent is not None and "pyspark.daemon" in command_line(parent):
+                out.append(pid)
+    return out
+
+
+def wait_group_gone(proc: subprocess.Popen, timeout: float = 60.0) -> list[str]:
+    """Wait for the leader and every process of its group to exit; SIGKILL what is left after
+    `timeout` (returned: a clean crash leaves nothing)."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout)
+    deadline = time.monotonic() + timeout
+    while group_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = group_members(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(30)
+    return left
+
+
+@dataclass
+class Context:
+    """Where trials run: the clusters and a scratch directory."""
+
+    source: str
+    target: str
+    workdir: Path
+    run_id: str
+
+
+class Replication:
+    """Starts `mm2-assets replicate` passes or `mm2-assets follow` for one trial."""
+
+    def __init__(self, ctx: Context, prefix: str, kind: str) -> None:
+        self.ctx = ctx
+        self.kind = kind
+        self.dir = ctx.workdir / prefix
+        self.dir.mkdir(parents=True)
+        self.config = self.dir / "mm2.properties"
+        self.config.write_text(trial_config(ctx.source, ctx.target, prefix, kind))
+        self.starts = 0
+
+    def start(self) -> tuple[subprocess.Popen, Path]:
+        """A pass (batch kinds) or the follower, in a process group of its own."""
+        self.starts += 1
+        command = "follow" if self.kind == "follower" else "replicate"
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path, "DAGSTER_HOME": str(self.dir)}
+        log = self.dir / f"{command}-{self.starts}.log"
+        argv = [sys.executable, "-m", "mm2_assets.cli", command, "--config", str(self.config)]
+        return start_process_group(argv, log, cwd=ROOT, env=env), log
+
+
+# --- reading and comparing ---------------------------------------------------------------------
+
+
+def read_records(bootstrap: str, topic: str) -> dict[int, list[tuple[int, Rec]]]:
+    """Every committed record of `topic` by partition, in offset order, with its offset."""
+    out: dict[int, list[tuple[int, Rec]]] = {p: [] for p in range(PARTITIONS)}
+    for msg in read_to_end({"bootstrap.servers": bootstrap}, topic):
+        out[msg.partition()].append((msg.offset(), Rec.from_message(msg)))
+    return out
+
+
+def committed_count(bootstrap: str, topic: str) -> int:
+    """Records on the target a read_committed consumer sees (0 before the topic exists)."""
+    try:
+        return sum(len(v) for v in read_records(bootstrap, topic).values())
+    except Exception:
+        return 0
+
+
+def compare(source: list[Rec], target: list[Rec]) -> tuple[int, int, bool]:
+    """Lost and duplicated records of one partition, and whether the order matches."""
+    src, tgt = Counter(source), Counter(target)
+    lost = sum((src - tgt).values())
+    duplicated = sum((tgt - src).values())
+    return lost, duplicated, source == target
+
+
+# --- one trial ---------------------------------------------------------------------------------
+
+
+def kill_pass(replication: Replication, rng: random.Random, remotes: list[str]) -> Kill:
+    """Start a pass (or the follower) and SIGKILL its victim at a random point."""
+    kind = replication.kind
+    kill = Kill(kind)
+    proc, log = replication.start()
+    started = time.monotonic()
+    victim: int | None = None
+    try:
+        if kind == "follower":
+            while LAYOUT_MARK not in log.read_text(errors="replace"):
+                if proc.poll() is not None or time.monotonic() - started > 180:
+                    raise RuntimeError(f"the follower did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.1)
+            time.sleep(rng.uniform(0.0, 8.0))
+            victim = proc.pid
+        elif kind == "run":
+            while (victim := run_process(proc.pid)) is None and proc.poll() is None:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.5, 15.0))
+        else:  # a Spark Python worker, once the copy job runs
+            while not (workers := spark_workers(proc.pid)) and proc.poll() is None:
+                time.sleep(0.05)
+            if workers:
+                time.sleep(rng.uniform(0.0, 1.5))
+                workers = spark_workers(proc.pid) or workers
+                victim = rng.choice(workers)
+        if victim is not None:
+            kill.pid, kill.command = victim, " ".join(command_line(victim))[-160:]
+            kill.after_s = time.monotonic() - started
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                kill.missed = True
+            kill.missed = kill.missed or not kill.command
+        else:
+            kill.missed = True
+        kill.target_records = sum(committed_count(replication.ctx.target, r) for r in remotes)
+    finally:
+        kill.leftovers = wait_group_gone(proc)
+        kill.exit_code = proc.returncode
+    return kill
+
+
+def converge(replication: Replication, writer: Writer, check: Callable[[], bool]) -> int:
+    """Restart replication, stop the producer, and run until `check()` holds: passes until
+    one completes and the data matches (batch), or the follower until it matches. Returns
+    the passes (batch) or follower starts it took."""
+    if replication.kind == "follower":
+        proc, log = replication.start()
+        try:
+            time.sleep(2.0)
+            writer.stop()
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the follower exited:\n{log.read_text()[-3000:]}")
+                if check():
+                    break
+                time.sleep(1.0)
+            proc.send_signal(signal.SIGTERM)
+        finally:
+            left = wait_group_gone(proc, 120)
+        if proc.returncode != 0 or left:
+            raise RuntimeError(
+                f"the follower stopped with {proc.returncode}, left {left}:\n"
+                f"{log.read_text()[-3000:]}"
+            )
+        return 1
+    passes = 0
+    stopped = False
+    while passes < 4:
+        proc, log = replication.start()
+        passes += 1
+        if not stopped:
+            time.sleep(2.0)
+            writer.stop()
+            stopped = True
+        left = wait_group_gone(proc, 600)
+        if proc.returncode == 0 and not left and check():
+            return passes
+    raise RuntimeError(f"no converged pass after {passes}:\n{log.read_text()[-3000:]}")
+
+
+def run_trial(ctx: Context, index: int, kind: str, seed: int) -> TrialResult:
+    """One trial (see the module docstring); raises only when the harness itself fails."""
+    started = time.monotonic()
+    rng = random.Random(seed)
+    prefix = f"crash-{ctx.run_id}-{index}"
+    result = TrialResult(index, kind, prefix, seed)
+    topics = [f"{prefix}-{t}" for t in TOPICS]
+    remotes = [f"primary.{t}" for t in topics]
+    group = f"{prefix}-{GROUP_SUFFIX}"
+    ts0 = recent_ms(3000)
+    backlog = rng.choice([200, 600, 1200])
+    for topic in topics:
+        create_topic(ctx.source, topic, PARTITIONS)
+        produce(ctx.source, topic, trial_records(rng, backlog, ts0))
+    # A group part-way through the backlog: its checkpoint must survive the kills.
+    group_offsets = {(t, p): rng.randrange(1, backlog) for t in topics for p in range(PARTITIONS)}
+    commit_group(ctx.source, group, group_offsets)
+    replication = Replication(ctx, prefix, kind)
+
+    def matches() -> bool:
+        return all(
+            read_records(ctx.source, t) == read_records(ctx.target, r)
+            for t, r in zip(topics, remotes, strict=True)
+        )
+
+    with Writer(ctx.source, topics, rng, ts0 + backlog) as writer:
+        # One kill, a second one in a quarter of the trials; a kill that came after the
+        # pass ended is tried again (up to three passes), so every trial kills something.
+        wanted = 2 if rng.random() < 0.25 else 1
+        while sum(not k.missed for k in result.kills) < wanted and len(result.kills) < wanted + 2:
+            result.kills.append(kill_pass(replication, rng, remotes))
+        result.restart_passes = converge(replication, writer, matches)
+    check_trial(ctx, result, replication, topics, remotes, group, group_offsets)
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit `offsets` for `group` on the source (no member stays)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def check_trial(
+    ctx: Context,
+    result: TrialResult,
+    replication: Replication,
+    topics: list[str],
+    remotes: list[str],
+    group: str,
+    group_offsets: dict[tuple[str, int], int],
+) -> None:
+    """Fill in the comparison and bookkeeping checks of a converged trial."""
+    flow = load_mm2_config(replication.config).flows[0]
+    progress = read_flow_progress(flow)
+    translated = translate_offsets({"bootstrap.servers": ctx.target}, "primary", group)
+    for topic, remote in zip(topics, remotes, strict=True):
+        source, target = read_records(ctx.source, topic), read_records(ctx.target, remote)
+        for p in range(PARTITIONS):
+            src = [rec for _, rec in source[p]]
+            tgt = [rec for _, rec in target[p]]
+            lost, duplicated, ordered = compare(src, tgt)
+            result.source_records += len(src)
+            result.target_records += len(tgt)
+            result.lost += lost
+            result.duplicated += duplicated
+            result.order_ok &= ordered
+            end = source[p][-1][0] + 1 if source[p] else 0
+            done = progress.get((topic, p))
+            if done is None or done.next_offset != end:
+                result.progress_ok = False
+                result.problems.append(f"{topic}[{p}] progress {done} but source end {end}")
+            # The group had consumed source records below `committed`; on the target it
+            # resumes at `at`, which must not lie past the first record it had not consumed.
+            committed = group_offsets[(topic, p)]
+            at = translated.get((remote, p))
+            if at is None:
+                result.checkpoint_ok = False
+                result.problems.append(f"no checkpoint for {group} {remote}[{p}]")
+                continue
+            before = sum(1 for offset, _ in target[p] if offset < at)
+            behind = committed - before
+            result.checkpoint_behind = max(result.checkpoint_behind or 0, behind)
+            if behind < 0:
+                result.checkpoint_ok = False
+                result.problems.append(
+                    f"checkpoint of {group} {remote}[{p}] skips {-behind} records"
+                )
+    admin = admin_client({"bootstrap.servers": ctx.target})
+    tps = [(r, p) for r in remotes for p in range(PARTITIONS)]
+    result.open_transactions = [
+        f"{t}[{p}]" for t, p in open_transactions(admin, tps, cluster="backup")
+    ]
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def summarize(results: list[TrialResult]) -> dict:
+    """Totals over the trials."""
+    kills = [k for r in results for k in r.kills]
+    return {
+        "trials": len(results),
+        "trials_ok": sum(r.ok for r in results),
+        "kills": sum(not k.missed for k in kills),
+        "kills_missed": sum(k.missed for k in kills),
+        "kills_by_kind": dict(Counter(k.kind for k in kills if not k.missed)),
+        "kills_mid_copy": sum(k.target_records > 0 for k in kills if not k.missed),
+        "source_records": sum(r.source_records for r in results),
+        "lost": sum(r.lost for r in results),
+        "duplicated": sum(r.duplicated for r in results),
+        "reordered_trials": sum(not r.order_ok for r in results),
+        "open_transactions": sum(len(r.open_transactions) for r in results),
+        "progress_mismatches": sum(not r.progress_ok for r in results),
+        "checkpoint_violations": sum(not r.checkpoint_ok for r in results),
+        "max_checkpoint_behind": max((r.checkpoint_behind or 0 for r in results), default=0),
+        "leftover_processes": sum(len(k.leftovers) for k in kills),
+    }
+
+
+def markdown(report: dict) -> str:
+    """bench/results/crash_trials.md from the report."""
+    s = report["summary"]
+    lines = [
+        "# Crash trials",
+        "",
+        f"`{report['command']}` at commit `{report['commit']}`, seed {report['seed']}, "
+        f"{report['started']} UTC, wall time {report['wall_s'] / 60:.1f} min, "
+        f"{report['machine']['cpus']} cores.",
+        "",
+        f"Other load on the machine: {report['note'] or '(none recorded)'}; busiest processes "
+        "at the start: "
+        + ", ".join(f"{p['command'][:50]} ({p['cores']} cores)" for p in report["busy_start"])
+        + ".",
+        "",
+        "| trials | ok | kills (by kind) | killed mid-copy | records | lost | duplicated | "
+        "reordered | open txns | progress ≠ source end | checkpoint past the group |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {s['trials']} | {s['trials_ok']} | {s['kills']} ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(s["kills_by_kind"].items()))
+        + f") | {s['kills_mid_copy']} | {s['source_records']} | **{s['lost']}** | "
+        f"**{s['duplicated']}** | {s['reordered_trials']} | {s['open_transactions']} | "
+        f"{s['progress_mismatches']} | {s['checkpoint_violations']} |",
+        "",
+        f"Kills that came too late (the pass had ended): {s['kills_missed']}. Processes of a "
+        f"killed pass or follower still alive 60 s after the kill: {s['leftover_processes']}. "
+        f"Largest re-read a translated checkpoint asks for: {s['max_checkpoint_behind']} "
+        "records (0: exact).",
+        "",
+        "| # | kind | kills (s after start, target records then, exit) | records | lost | dup | "
+        "restart passes | wall s | ok |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["trials"]:
+        kills = "; ".join(
+            "missed"
+            if k["missed"]
+            else f"{k['after_s']:.1f}s, {k['target_records']}, {k['exit_code']}"
+            for k in r["kills"]
+        )
+        ok = "yes" if r["ok"] else "**no**: " + "; ".join(r["problems"])[:200]
+        lines.append(
+            f"| {r['index']} | {r['kind']} | {kills} | {r['source_records']} | {r['lost']} | "
+            f"{r['duplicated']} | {r['restart_passes']} | {r['wall_s']:.0f} | {ok} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def trial_row(result: TrialResult) -> dict:
+    return {**asdict(result), "ok": result.ok}
+
+
+def git_commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True)
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def kinds_for(trials: int, kinds: list[str], rng: random.Random) -> list[str]:
+    """Each kind equally often (the remainder at random), in a shuffled order."""
+    out = [kinds[i % len(kinds)] for i in range(trials)]
+    rng.shuffle(out)
+    return out
+
+
+def run_trials(ctx: Context, kinds: list[str], seed: int, on_result=None) -> list[TrialResult]:
+    """Run one trial per entry of `kinds`; trial i's seed derives from `seed`."""
+    rng = random.Random(seed)
+    results = []
+    for index, kind in enumerate(kinds):
+        result = run_trial(ctx, index, kind, rng.randrange(1 << 30))
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--note", default="", help="what else ran on the machine")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args()
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    for kind in kinds:
+        if kind not in KINDS:
+            parser.error(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+    seed = args.seed if args.seed is not None else int(time.time())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict = {
+        "command": " ".join(["bench/crash_trials.py", *sys.argv[1:]]),
+        "commit": git_commit(),
+        "seed": seed,
+        "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "note": args.note,
+        "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},
+        "busy_start": busy_processes(),
+        "trials": [],
+    }
+    began = time.monotonic()
+
+    def write() -> None:
+        report["wall_s"] = time.monotonic() - began
+        report["summary"] = summarize(results)
+        report["trials"] = [trial_row(r) for r in results]
+        (out / "crash_trials.json").write_text(json.dumps(report, indent=2))
+        (out / "crash_trials.md").write_text(markdown(report))
+
+    results: list[TrialResult] = []
+
+    def on_result(result: TrialResult) -> None:
+        results.append(result)
+        kills = ", ".join(f"{k.kind}{' (missed)' if k.missed else ''}" for k in result.kills)
+        print(
+            f"trial {result.index} {result.kind}: kills [{kills}], {result.source_records} "
+            f"records, lost {result.lost}, duplicated {result.duplicated}, ok {result.ok}, "
+            f"{result.wall_s:.0f} s {result.problems[:3]}",
+            flush=True,
+        )
+        write()  # a long run keeps what it measured if it is stopped
+
+    with (
+        tempfile.TemporaryDirectory(prefix="crash-trials-") as scratch,
+        running_clusters(["primary", "backup"], Path(scratch) / "kafka") as clusters,
+    ):
+        ctx = Context(
+            clusters["primary"].bootstrap_servers,
+            clusters["backup"].bootstrap_servers,
+            Path(scratch),
+            str(seed % 100_000),
+        )
+        run_trials(ctx, kinds_for(args.trials, kinds, random.Random(seed)), seed, on_result)
+    report["machine"]["loadavg_end"] = os.getloadavg()
+    write()
+    print(markdown(report))
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
