@@ -82,6 +82,7 @@ class Kill:
     """One SIGKILL: what was killed, when, and what the target held at that moment."""
 
     kind: str
+    trigger: str = "random"  # "random" delay, or "copying": soon after records reached the target
     pid: int | None = None
     command: str = ""
     after_s: float = 0.0  # since the pass or follower started
@@ -318,32 +319,78 @@ def compare(source: list[Rec], target: list[Rec]) -> tuple[int, int, bool]:
 # --- one trial ---------------------------------------------------------------------------------
 
 
+class TargetWatch:
+    """Whether records started landing on the remote topics (high watermarks, so records of
+    a transaction still open count): the copy is under way."""
+
+    def __init__(self, target: str, remotes: list[str]) -> None:
+        self.remotes = remotes
+        self.consumer = Consumer({"bootstrap.servers": target, "group.id": "crash-watch"})
+
+    def copying(self) -> bool:
+        for remote in self.remotes:
+            for p in range(PARTITIONS):
+                try:
+                    _, high = self.consumer.get_watermark_offsets(
+                        TopicPartition(remote, p), timeout=1
+                    )
+                except Exception:
+                    continue  # not created yet
+                if high > 0:
+                    return True
+        return False
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def wait_until(condition: Callable[[], object], proc: subprocess.Popen) -> bool:
+    """Poll `condition` until it holds (True) or `proc` exits (False)."""
+    while proc.poll() is None:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def kill_pass(replication: Replication, rng: random.Random, remotes: list[str]) -> Kill:
-    """Start a pass (or the follower) and SIGKILL its victim at a random point."""
+    """Start a pass (or the follower) and SIGKILL its victim at a random point: half the time
+    a random delay after the victim exists (often before or around Spark's start-up), half
+    the time a shorter one after the first records reached the target (mid-copy)."""
     kind = replication.kind
-    kill = Kill(kind)
+    mid_copy = rng.random() < 0.5
+    kill = Kill(kind, trigger="copying" if mid_copy else "random")
     proc, log = replication.start()
+    watch = TargetWatch(replication.ctx.target, remotes)
     started = time.monotonic()
     victim: int | None = None
     try:
         if kind == "follower":
-            while LAYOUT_MARK not in log.read_text(errors="replace"):
-                if proc.poll() is not None or time.monotonic() - started > 180:
-                    raise RuntimeError(f"the follower did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.1)
-            time.sleep(rng.uniform(0.0, 8.0))
+            if not wait_until(lambda: LAYOUT_MARK in log.read_text(errors="replace"), proc):
+                raise RuntimeError(f"the follower did not start:\n{log.read_text()[-3000:]}")
+            if mid_copy:
+                wait_until(watch.copying, proc)
+                time.sleep(rng.uniform(0.0, 3.0))
+            else:
+                time.sleep(rng.uniform(0.0, 8.0))
             victim = proc.pid
         elif kind == "run":
-            while (victim := run_process(proc.pid)) is None and proc.poll() is None:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.5, 15.0))
+            wait_until(lambda: run_process(proc.pid), proc)
+            if mid_copy:
+                wait_until(watch.copying, proc)
+                time.sleep(rng.uniform(0.0, 1.0))
+            else:
+                time.sleep(rng.uniform(0.5, 15.0))
+            victim = run_process(proc.pid)
         else:  # a Spark Python worker, once the copy job runs
-            while not (workers := spark_workers(proc.pid)) and proc.poll() is None:
-                time.sleep(0.05)
-            if workers:
+            wait_until(lambda: spark_workers(proc.pid), proc)
+            if mid_copy:
+                wait_until(watch.copying, proc)
+                time.sleep(rng.uniform(0.0, 0.5))
+            else:
                 time.sleep(rng.uniform(0.0, 1.5))
-                workers = spark_workers(proc.pid) or workers
-                victim = rng.choice(workers)
+            workers = spark_workers(proc.pid)
+            victim = rng.choice(workers) if workers else None
         if victim is not None:
             kill.pid, kill.command = victim, " ".join(command_line(victim))[-160:]
             kill.after_s = time.monotonic() - started
@@ -356,6 +403,7 @@ def kill_pass(replication: Replication, rng: random.Random, remotes: list[str]) 
             kill.missed = True
         kill.target_records = sum(committed_count(replication.ctx.target, r) for r in remotes)
     finally:
+        watch.close()
         kill.leftovers = wait_group_gone(proc)
         kill.exit_code = proc.returncode
     return kill
@@ -555,15 +603,15 @@ def markdown(report: dict) -> str:
         f"Largest re-read a translated checkpoint asks for: {s['max_checkpoint_behind']} "
         "records (0: exact).",
         "",
-        "| # | kind | kills (s after start, target records then, exit) | records | lost | dup | "
-        "restart passes | wall s | ok |",
+        "| # | kind | kills (trigger, s after start, target records then, exit) | records | "
+        "lost | dup | restart passes | wall s | ok |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["trials"]:
         kills = "; ".join(
             "missed"
             if k["missed"]
-            else f"{k['after_s']:.1f}s, {k['target_records']}, {k['exit_code']}"
+            else f"{k['trigger']} {k['after_s']:.1f}s, {k['target_records']}, {k['exit_code']}"
             for k in r["kills"]
         )
         ok = "yes" if r["ok"] else "**no**: " + "; ".join(r["problems"])[:200]
@@ -598,7 +646,12 @@ def run_trials(ctx: Context, kinds: list[str], seed: int, on_result=None) -> lis
     rng = random.Random(seed)
     results = []
     for index, kind in enumerate(kinds):
-        result = run_trial(ctx, index, kind, rng.randrange(1 << 30))
+        trial_seed = rng.randrange(1 << 30)
+        try:
+            result = run_trial(ctx, index, kind, trial_seed)
+        except Exception as exc:  # a trial that cannot finish is a failed trial, not the end
+            result = TrialResult(index, kind, f"crash-{ctx.run_id}-{index}", trial_seed)
+            result.problems.append(f"{type(exc).__name__}: {exc}"[:2000])
         results.append(result)
         if on_result is not None:
             on_result(result)
