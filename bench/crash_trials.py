@@ -242,12 +242,17 @@ def spark_workers(root: int) -> list[int]:
 
 def wait_group_gone(proc: subprocess.Popen, timeout: float = 60.0) -> list[str]:
     """Wait for the leader and every process of its group to exit; SIGKILL what is left after
-    `timeout` (returned: a clean crash leaves nothing)."""
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout)
-    deadline = time.monotonic() + timeout
-    while group_members(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    `timeout` (returned: a clean crash leaves nothing). Interrupted (Ctrl-C, SIGTERM), it
+    stops the group instead of waiting for it."""
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    except BaseException:
+        stop_group(proc)
+        raise
     left = group_members(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
