@@ -702,6 +702,9 @@ def main() -> int:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--note", default="", help="what else ran on the machine")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument(
+        "--commit", default=None, help="the commit measured (default: this checkout's HEAD)"
+    )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     for kind in kinds:
@@ -713,7 +716,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "command": " ".join(["bench/crash_trials.py", *sys.argv[1:]]),
-        "commit": git_commit(),
+        "commit": args.commit or git_commit(),
         "seed": seed,
         "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "note": args.note,
