@@ -43,6 +43,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -258,7 +259,12 @@ def wait_group_gone(proc: subprocess.Popen, timeout: float = 60.0) -> list[str]:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(30)
+    RUNNING.discard(proc)
     return left
+
+
+RUNNING: set[subprocess.Popen] = set()
+"""Passes and followers started and not yet waited for (stopped if the harness is)."""
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -306,7 +312,9 @@ class Replication:
         env = {**os.environ, "PYTHONPATH": path, "DAGSTER_HOME": str(self.dir)}
         log = self.dir / f"{command}-{self.starts}.log"
         argv = [sys.executable, "-m", "mm2_assets.cli", command, "--config", str(self.config)]
-        return start_process_group(argv, log, cwd=ROOT, env=env), log
+        proc = start_process_group(argv, log, cwd=ROOT, env=env)
+        RUNNING.add(proc)
+        return proc, log
 
 
 # --- reading and comparing ---------------------------------------------------------------------
@@ -485,8 +493,18 @@ def converge(replication: Replication, writer: Writer, check: Callable[[], bool]
     raise RuntimeError(f"no converged pass after {passes}:\n{log.read_text()[-3000:]}")
 
 
-def run_trial(ctx: Context, index: int, kind: str, seed: int) -> TrialResult:
-    """One trial (see the module docstring); raises only when the harness itself fails."""
+def run_trial(
+    ctx: Context,
+    index: int,
+    kind: str,
+    seed: int,
+    *,
+    backlogs: tuple[int, ...] = (200, 600, 1200),
+    second_kill_share: float = 0.25,
+) -> TrialResult:
+    """One trial (see the module docstring): a backlog of one of `backlogs` records per
+    partition, a second kill in `second_kill_share` of the trials. Raises when the trial
+    cannot finish (replication never converges, the follower does not start)."""
     started = time.monotonic()
     rng = random.Random(seed)
     prefix = f"crash-{ctx.run_id}-{index}"
@@ -495,7 +513,7 @@ def run_trial(ctx: Context, index: int, kind: str, seed: int) -> TrialResult:
     remotes = [f"primary.{t}" for t in topics]
     group = f"{prefix}-{GROUP_SUFFIX}"
     ts0 = recent_ms(3000)
-    backlog = rng.choice([200, 600, 1200])
+    backlog = rng.choice(backlogs)
     for topic in topics:
         create_topic(ctx.source, topic, PARTITIONS)
         produce(ctx.source, topic, trial_records(rng, backlog, ts0))
@@ -514,7 +532,7 @@ def run_trial(ctx: Context, index: int, kind: str, seed: int) -> TrialResult:
     with Writer(ctx.source, topics, rng, ts0 + backlog) as writer:
         # One kill, a second one in a quarter of the trials; a kill that came after the
         # pass ended is tried again (up to three passes), so every trial kills something.
-        wanted = 2 if rng.random() < 0.25 else 1
+        wanted = 2 if rng.random() < second_kill_share else 1
         while sum(not k.missed for k in result.kills) < wanted and len(result.kills) < wanted + 2:
             result.kills.append(kill_pass(replication, rng, remotes))
         result.restart_passes = converge(replication, writer, matches)
@@ -619,7 +637,8 @@ def markdown(report: dict) -> str:
         "",
         f"`{report['command']}` at commit `{report['commit']}`, seed {report['seed']}, "
         f"{report['started']} UTC, wall time {report['wall_s'] / 60:.1f} min, "
-        f"{report['machine']['cpus']} cores.",
+        f"{report['machine']['cpus']} cores, {report.get('parallel', 1)} trial(s) at a time "
+        "on one cluster pair.",
         "",
         f"Other load on the machine: {report['note'] or '(none recorded)'}; busiest processes "
         "at the start: "
@@ -678,21 +697,45 @@ def kinds_for(trials: int, kinds: list[str], rng: random.Random) -> list[str]:
     return out
 
 
-def run_trials(ctx: Context, kinds: list[str], seed: int, on_result=None) -> list[TrialResult]:
-    """Run one trial per entry of `kinds`; trial i's seed derives from `seed`."""
+def run_trials(
+    ctx: Context,
+    kinds: list[str],
+    seed: int,
+    on_result: Callable[[TrialResult], None] | None = None,
+    *,
+    parallel: int = 1,
+) -> list[TrialResult]:
+    """Run one trial per entry of `kinds` (`parallel` at a time, on the same clusters, each
+    on its own topics); trial i's seed derives from `seed` whatever the parallelism."""
     rng = random.Random(seed)
-    results = []
-    for index, kind in enumerate(kinds):
-        trial_seed = rng.randrange(1 << 30)
+    seeds = [rng.randrange(1 << 30) for _ in kinds]
+    results: list[TrialResult] = []
+    lock = threading.Lock()
+
+    def trial(index: int) -> None:
+        kind, trial_seed = kinds[index], seeds[index]
         try:
             result = run_trial(ctx, index, kind, trial_seed)
         except Exception as exc:  # a trial that cannot finish is a failed trial, not the end
             result = TrialResult(index, kind, f"crash-{ctx.run_id}-{index}", trial_seed)
             result.problems.append(f"{type(exc).__name__}: {exc}"[:2000])
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-    return results
+        with lock:
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = [pool.submit(trial, i) for i in range(len(kinds))]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            for proc in list(RUNNING):
+                stop_group(proc)
+            raise
+    return sorted(results, key=lambda r: r.index)
 
 
 def main() -> int:
@@ -701,6 +744,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--note", default="", help="what else ran on the machine")
+    parser.add_argument(
+        "--parallel", type=int, default=1, help="trials at a time (each on its own topics)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument(
         "--commit", default=None, help="the commit measured (default: this checkout's HEAD)"
@@ -729,7 +775,8 @@ def main() -> int:
     def write() -> None:
         report["wall_s"] = time.monotonic() - began
         report["summary"] = summarize(results)
-        report["trials"] = [trial_row(r) for r in results]
+        report["trials"] = [trial_row(r) for r in sorted(results, key=lambda r: r.index)]
+        report["parallel"] = args.parallel
         (out / "crash_trials.json").write_text(json.dumps(report, indent=2))
         (out / "crash_trials.md").write_text(markdown(report))
 
@@ -756,7 +803,13 @@ def main() -> int:
             Path(scratch),
             str(seed % 100_000),
         )
-        run_trials(ctx, kinds_for(args.trials, kinds, random.Random(seed)), seed, on_result)
+        run_trials(
+            ctx,
+            kinds_for(args.trials, kinds, random.Random(seed)),
+            seed,
+            on_result,
+            parallel=args.parallel,
+        )
     report["machine"]["loadavg_end"] = os.getloadavg()
     write()
     print(markdown(report))
