@@ -265,6 +265,8 @@ def wait_group_gone(proc: subprocess.Popen, timeout: float = 60.0) -> list[str]:
 
 RUNNING: set[subprocess.Popen] = set()
 """Passes and followers started and not yet waited for (stopped if the harness is)."""
+STOPPING = threading.Event()
+"""Set when the harness is interrupted: no new pass or follower starts, no result counts."""
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -306,6 +308,8 @@ class Replication:
 
     def start(self) -> tuple[subprocess.Popen, Path]:
         """A pass (batch kinds) or the follower, in a process group of its own."""
+        if STOPPING.is_set():
+            raise RuntimeError("the harness is stopping")
         self.starts += 1
         command = "follow" if self.kind == "follower" else "replicate"
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -719,6 +723,8 @@ def run_trials(
         except Exception as exc:  # a trial that cannot finish is a failed trial, not the end
             result = TrialResult(index, kind, f"crash-{ctx.run_id}-{index}", trial_seed)
             result.problems.append(f"{type(exc).__name__}: {exc}"[:2000])
+        if STOPPING.is_set():
+            return  # cut short by the interruption: not a result
         with lock:
             results.append(result)
             if on_result is not None:
@@ -730,6 +736,7 @@ def run_trials(
             for future in futures:
                 future.result()
         except BaseException:
+            STOPPING.set()
             for future in futures:
                 future.cancel()
             for proc in list(RUNNING):
