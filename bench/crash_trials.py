@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -545,13 +545,29 @@ def run_trial(
     return result
 
 
+COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
 def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit `offsets` for `group` on the source (no member stays)."""
+    """Commit `offsets` for `group` on the source (no member stays); retried while the
+    group coordinator moves or loads (NOT_COORDINATOR on a fresh cluster)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-        )
+        for attempt in range(30):
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                    asynchronous=False,
+                )
+                return
+            except KafkaException as exc:
+                if attempt == 29 or exc.args[0].code() not in COORDINATOR_MOVING:
+                    raise
+                time.sleep(1.0)
     finally:
         consumer.close()
 
