@@ -627,46 +627,54 @@ def check_trial(
 # --- the report --------------------------------------------------------------------------------
 
 
-def summarize(results: list[TrialResult]) -> dict:
-    """Totals over the trials."""
-    kills = [k for r in results for k in r.kills]
+def summarize(rows: list[dict]) -> dict:
+    """Totals over the trials (rows as `trial_row` makes them)."""
+    kills = [k for r in rows for k in r["kills"]]
+    landed = [k for k in kills if not k["missed"]]
     return {
-        "trials": len(results),
-        "trials_ok": sum(r.ok for r in results),
-        "kills": sum(not k.missed for k in kills),
-        "kills_missed": sum(k.missed for k in kills),
-        "kills_by_kind": dict(Counter(k.kind for k in kills if not k.missed)),
-        "kills_mid_copy": sum(k.target_records > 0 for k in kills if not k.missed),
-        "source_records": sum(r.source_records for r in results),
-        "lost": sum(r.lost for r in results),
-        "duplicated": sum(r.duplicated for r in results),
-        "reordered_trials": sum(not r.order_ok for r in results),
-        "open_transactions": sum(len(r.open_transactions) for r in results),
-        "progress_mismatches": sum(not r.progress_ok for r in results),
-        "checkpoint_violations": sum(not r.checkpoint_ok for r in results),
-        "max_checkpoint_behind": max((r.checkpoint_behind or 0 for r in results), default=0),
-        "leftover_processes": sum(len(k.leftovers) for k in kills),
+        "trials": len(rows),
+        "trials_ok": sum(r["ok"] for r in rows),
+        "kills": len(landed),
+        "kills_missed": len(kills) - len(landed),
+        "kills_by_kind": dict(Counter(k["kind"] for k in landed)),
+        "kills_mid_copy": sum(k["target_records"] > 0 for k in landed),
+        "source_records": sum(r["source_records"] for r in rows),
+        "lost": sum(r["lost"] for r in rows),
+        "duplicated": sum(r["duplicated"] for r in rows),
+        "reordered_trials": sum(not r["order_ok"] for r in rows),
+        "open_transactions": sum(len(r["open_transactions"]) for r in rows),
+        "progress_mismatches": sum(not r["progress_ok"] for r in rows),
+        "checkpoint_violations": sum(not r["checkpoint_ok"] for r in rows),
+        "max_checkpoint_behind": max((r["checkpoint_behind"] or 0 for r in rows), default=0),
+        "leftover_processes": sum(len(k["leftovers"]) for k in kills),
+        "harness_failures": sum(not r["kills"] for r in rows),
     }
 
 
-def markdown(report: dict) -> str:
-    """bench/results/crash_trials.md from the report."""
-    s = report["summary"]
-    lines = [
-        "# Crash trials",
-        "",
-        f"`{report['command']}` at commit `{report['commit']}`, seed {report['seed']}, "
-        f"{report['started']} UTC, wall time {report['wall_s'] / 60:.1f} min, "
-        f"{report['machine']['cpus']} cores, {report.get('parallel', 1)} trial(s) at a time "
-        "on one cluster pair.",
-        "",
-        f"Other load on the machine: {report['note'] or '(none recorded)'}; busiest processes "
-        "at the start: "
-        + ", ".join(f"{p['command'][:50]} ({p['cores']} cores)" for p in report["busy_start"])
+def run_header(run: dict) -> list[str]:
+    """How one harness run was made and what else loaded the machine."""
+    return [
+        f"- `{run['command']}` at commit `{run['commit']}`, seed {run['seed']}, "
+        f"{run['started']} UTC, wall time {run['wall_s'] / 60:.1f} min, "
+        f"{run['machine']['cpus']} cores, {run.get('parallel', 1)} trial(s) at a time on one "
+        f"cluster pair, {len(run['trials'])} trials. Other load: "
+        f"{run['note'] or '(none recorded)'}; busiest processes at its start: "
+        + ", ".join(f"{p['command'][:50]} ({p['cores']} cores)" for p in run["busy_start"])
         + ".",
+    ]
+
+
+def markdown(report: dict) -> str:
+    """bench/results/crash_trials.md from the report (one run, or runs combined)."""
+    s = report["summary"]
+    runs = report.get("runs") or [report]
+    lines = ["# Crash trials", ""]
+    for run in runs:
+        lines += run_header(run)
+    lines += [
         "",
         "| trials | ok | kills (by kind) | killed mid-copy | records | lost | duplicated | "
-        "reordered | open txns | progress ≠ source end | checkpoint past the group |",
+        "reordered | open txns | progress ≠ source end | checkpoint missing or past the group |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| {s['trials']} | {s['trials_ok']} | {s['kills']} ("
         + ", ".join(f"{k} {v}" for k, v in sorted(s["kills_by_kind"].items()))
@@ -677,13 +685,14 @@ def markdown(report: dict) -> str:
         f"Kills that came too late (the pass had ended): {s['kills_missed']}. Processes of a "
         f"killed pass or follower still alive 60 s after the kill: {s['leftover_processes']}. "
         f"Largest re-read a translated checkpoint asks for: {s['max_checkpoint_behind']} "
-        "records (0: exact).",
+        "records (0: exact). Killed mid-copy: records of the trial were already committed on "
+        "the target when the kill came.",
         "",
         "| # | kind | kills (trigger, s after start, target records then, exit) | records | "
         "lost | dup | restart passes | wall s | ok |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in report["trials"]:
+    for r in sorted(report["trials"], key=lambda r: (r.get("run", 0), r["index"])):
         kills = "; ".join(
             "missed"
             if k["missed"]
@@ -691,8 +700,9 @@ def markdown(report: dict) -> str:
             for k in r["kills"]
         )
         ok = "yes" if r["ok"] else "**no**: " + "; ".join(r["problems"])[:200]
+        label = f"{r['run']}.{r['index']}" if "run" in r else str(r["index"])
         lines.append(
-            f"| {r['index']} | {r['kind']} | {kills} | {r['source_records']} | {r['lost']} | "
+            f"| {label} | {r['kind']} | {kills} | {r['source_records']} | {r['lost']} | "
             f"{r['duplicated']} | {r['restart_passes']} | {r['wall_s']:.0f} | {ok} |"
         )
     return "\n".join(lines) + "\n"
@@ -761,6 +771,13 @@ def run_trials(
     return sorted(results, key=lambda r: r.index)
 
 
+def combine(paths: list[Path]) -> dict:
+    """One report of several runs' crash_trials.json (trials labelled `<run>.<index>`)."""
+    runs = [json.loads(path.read_text()) for path in paths]
+    trials = [{**t, "run": n} for n, run in enumerate(runs, 1) for t in run["trials"]]
+    return {"runs": runs, "trials": trials, "summary": summarize(trials)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=50)
@@ -774,14 +791,27 @@ def main() -> int:
     parser.add_argument(
         "--commit", default=None, help="the commit measured (default: this checkout's HEAD)"
     )
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        metavar="JSON",
+        help="only write crash_trials.{json,md} into --out from these runs' crash_trials.json",
+    )
     args = parser.parse_args()
+    out = Path(args.out)
+    if args.combine:
+        combined = combine([Path(p) for p in args.combine])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "crash_trials.json").write_text(json.dumps(combined, indent=2))
+        (out / "crash_trials.md").write_text(markdown(combined))
+        print(markdown(combined))
+        return 0 if combined["summary"]["trials_ok"] == combined["summary"]["trials"] else 1
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     for kind in kinds:
         if kind not in KINDS:
             parser.error(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
     seed = args.seed if args.seed is not None else int(time.time())
     interrupt_on_sigterm()
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "command": " ".join(["bench/crash_trials.py", *sys.argv[1:]]),
@@ -797,8 +827,8 @@ def main() -> int:
 
     def write() -> None:
         report["wall_s"] = time.monotonic() - began
-        report["summary"] = summarize(results)
         report["trials"] = [trial_row(r) for r in sorted(results, key=lambda r: r.index)]
+        report["summary"] = summarize(report["trials"])
         report["parallel"] = args.parallel
         (out / "crash_trials.json").write_text(json.dumps(report, indent=2))
         (out / "crash_trials.md").write_text(markdown(report))
