@@ -390,6 +390,25 @@ def wait_until(condition: Callable[[], object], proc: subprocess.Popen) -> bool:
     return False
 
 
+KILL_DELAYS = {
+    # kind: (seconds after records reached the target, seconds after the victim exists)
+    "follower": ((0.0, 3.0), (0.0, 8.0)),
+    "run": ((0.0, 1.0), (0.5, 15.0)),
+    "worker": ((0.0, 0.5), (0.0, 1.5)),
+}
+
+
+def victims(kind: str, proc: subprocess.Popen, log: Path) -> list[int]:
+    """What a kill of `kind` may hit in the pass or follower `proc` (none yet: empty): the
+    follower once it printed its layout, the run process, or the Spark Python workers."""
+    if kind == "follower":
+        return [proc.pid] if LAYOUT_MARK in log.read_text(errors="replace") else []
+    if kind == "run":
+        found = run_process(proc.pid)
+        return [found] if found is not None else []
+    return spark_workers(proc.pid)
+
+
 def kill_pass(replication: Replication, rng: random.Random, remotes: list[str]) -> Kill:
     """Start a pass (or the follower) and SIGKILL its victim at a random point: half the time
     a random delay after the victim exists (often before or around Spark's start-up), half
@@ -402,32 +421,15 @@ def kill_pass(replication: Replication, rng: random.Random, remotes: list[str]) 
     started = time.monotonic()
     victim: int | None = None
     try:
-        if kind == "follower":
-            if not wait_until(lambda: LAYOUT_MARK in log.read_text(errors="replace"), proc):
-                raise RuntimeError(f"the follower did not start:\n{log.read_text()[-3000:]}")
-            if mid_copy:
-                wait_until(watch.copying, proc)
-                time.sleep(rng.uniform(0.0, 3.0))
-            else:
-                time.sleep(rng.uniform(0.0, 8.0))
-            victim = proc.pid
-        elif kind == "run":
-            wait_until(lambda: run_process(proc.pid), proc)
-            if mid_copy:
-                wait_until(watch.copying, proc)
-                time.sleep(rng.uniform(0.0, 1.0))
-            else:
-                time.sleep(rng.uniform(0.5, 15.0))
-            victim = run_process(proc.pid)
-        else:  # a Spark Python worker, once the copy job runs
-            wait_until(lambda: spark_workers(proc.pid), proc)
-            if mid_copy:
-                wait_until(watch.copying, proc)
-                time.sleep(rng.uniform(0.0, 0.5))
-            else:
-                time.sleep(rng.uniform(0.0, 1.5))
-            workers = spark_workers(proc.pid)
-            victim = rng.choice(workers) if workers else None
+        if not wait_until(lambda: victims(kind, proc, log), proc) and kind == "follower":
+            raise RuntimeError(f"the follower did not start:\n{log.read_text()[-3000:]}")
+        after_copying, anytime = KILL_DELAYS[kind]
+        if mid_copy:
+            wait_until(watch.copying, proc)
+        time.sleep(rng.uniform(*(after_copying if mid_copy else anytime)))
+        candidates = victims(kind, proc, log)
+        if candidates:
+            victim = rng.choice(candidates) if kind == "worker" else candidates[0]
         if victim is not None:
             kill.pid, kill.command = victim, " ".join(command_line(victim))[-160:]
             kill.after_s = time.monotonic() - started
