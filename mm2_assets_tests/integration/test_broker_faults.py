@@ -36,6 +36,12 @@ from mm2_assets_tests.integration.test_checkpoints import (
     committed,
     consume_and_commit,
 )
+from mm2_assets_tests.integration.test_follower import (
+    RunningFollower,
+    SteadyProducer,
+    replicated,
+    wait_for,
+)
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
@@ -282,3 +288,48 @@ def test_checkpoints_synced_offsets_and_heartbeats_recover_after_a_target_restar
     assert committed(backup, group) == expected
     beats = read_heartbeats({"bootstrap.servers": backup}, "heartbeats")
     assert any(b.timestamp >= before for b in beats), beats[-3:]
+
+
+def test_follower_resumes_following_after_a_target_broker_restart(
+    pair, tmp_path, spark_resource
+) -> None:
+    """The follower either keeps following through the restart or fails naming the flow
+    (its copy tasks' deliveries time out with the 10 s transaction timeout while the broker
+    is away); then a new follower, as the replication driver starts one, resumes. Either
+    way every record arrives exactly once and no transaction stays open."""
+    prefix = unique("fault-follow")
+    topic = f"{prefix}-t"
+    primary, backup = pair.bootstrap("primary"), pair.bootstrap("backup")
+    create_filled_topic(primary, topic, tricky_records(PARTITIONS, 50, 51, recent_ms(900)))
+    config = write_config(
+        pair,
+        tmp_path,
+        prefix,
+        "refresh.topics.interval.seconds = 1\nmm2assets.replication.mode = follow\n"
+        "mm2assets.follower.report.interval.seconds = 1\n",
+    )
+    flow = load_mm2_config(config).flows[0]
+    caught_up = replicated(primary, backup, topic, PARTITIONS)
+    with RunningFollower(flow, spark_resource) as running:
+        wait_for(
+            "the backlog",
+            caught_up,
+            timeout=400,
+            state=lambda: (running.error, running.reporter.problems[-3:]),
+        )
+        with SteadyProducer(primary, topic, PARTITIONS, 1500):
+            time.sleep(1)
+            pair.kill("backup")  # mid-stream, transactions open
+            time.sleep(2)
+            pair.restart("backup")
+        wait_for(
+            "the follower to catch up, or to fail",
+            lambda: running.error is not None or caught_up(),
+            timeout=240,
+        )
+    if running.error is not None:
+        assert f"flow {flow.name}" in str(running.error), running.error
+        with RunningFollower(flow, spark_resource) as resumed:
+            wait_for("the new follower to catch up", caught_up, timeout=240)
+        assert resumed.error is None, resumed.error
+    assert_converged(pair, topic)
