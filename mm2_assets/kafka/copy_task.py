@@ -138,6 +138,15 @@ class CopyTaskSpec:
         more = f" and {len(self.partitions) - 3} more" if len(self.partitions) > 3 else ""
         return f"{self.flow} {', '.join(names)}{more}"
 
+    def kafka_failure(self, exc: KafkaException) -> CopyError:
+        """A client error that escaped the copy loop (a broker restarting, unreachable), as
+        a CopyError naming the task's partitions and both clusters of the flow."""
+        source, _, target = self.flow.partition("->")
+        return CopyError(
+            f"{self.describe()}: copying from cluster '{source}' to cluster '{target}' "
+            f"failed: {exc}"
+        )
+
 
 @dataclass
 class CopyResult:

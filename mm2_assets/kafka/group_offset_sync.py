@@ -24,7 +24,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import flow_admin
+from mm2_assets.kafka.admin import KafkaAdminError, flow_admin
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic, read_checkpoints
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import (
@@ -36,7 +36,7 @@ from mm2_assets.kafka.consumer_groups import (
     list_group_offsets,
     result_with_retry,
 )
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
 
@@ -137,12 +137,19 @@ def sync_group_offsets(
     run = GroupOffsetSyncRun(flow=flow.name)
     if checkpoints is None:
         selected = list(find_checkpoint_groups(flow)) if groups is None else list(groups)
-        checkpoints = read_checkpoints(
-            client_config(flow, "target", "consumer"),
-            checkpoints_topic(flow),
-            groups=selected,
-            timeout=max(timeout, READ_TIMEOUT_S),
-        )
+        topic = checkpoints_topic(flow)
+        try:
+            checkpoints = read_checkpoints(
+                client_config(flow, "target", "consumer"),
+                topic,
+                groups=selected,
+                timeout=max(timeout, READ_TIMEOUT_S),
+            )
+        except (KafkaException, TopicReadError) as exc:
+            # The reader knows no alias: name the cluster here (a target down or restarting).
+            raise KafkaAdminError(
+                f"cannot read checkpoints topic '{topic}' of cluster '{flow.target.alias}': {exc}"
+            ) from exc
     elif groups is not None:
         wanted = set(groups)
         checkpoints = {g: c for g, c in checkpoints.items() if g in wanted}

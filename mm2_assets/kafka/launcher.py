@@ -356,6 +356,37 @@ def stop_cluster(cluster: LocalCluster) -> None:
     terminate(cluster.pid)
 
 
+def kill_cluster(cluster: LocalCluster) -> None:
+    """SIGKILL one cluster's JVM, as a crash or power loss would, and wait until it is gone;
+    its data directory stays for `restart_cluster`."""
+    try:
+        os.kill(cluster.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    while pid_alive(cluster.pid):
+        time.sleep(0.05)
+
+
+def restart_cluster(cluster: LocalCluster, *, timeout: float = 90.0) -> LocalCluster:
+    """Start a stopped or killed cluster again on its ports and data directory (its topics,
+    records and transactions kept); returns it with the new JVM's pid, once it answers.
+
+    The JVM dies with the calling thread (PR_SET_PDEATHSIG is per thread): call this from
+    the thread that lives as long as the cluster should, and stop the returned cluster."""
+    restarted, process = launch_cluster(
+        cluster.alias,
+        Path(cluster.data_dir).parent,
+        cluster.port,
+        cluster.controller_port,
+    )
+    try:
+        _wait_ready(restarted, process, timeout)
+    except BaseException:
+        stop_cluster(restarted)
+        raise
+    return restarted
+
+
 def start_clusters(
     aliases: Sequence[str],
     base_dir: Path,

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import KafkaException
+
 from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, run_copy_task
 from mm2_assets.kafka.replication_plan import spread
 
@@ -30,6 +32,15 @@ RESULT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in field
 def is_spark_connect(spark: Any) -> bool:
     """Whether `spark` is a Spark Connect session (no SparkContext, no RDDs)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
+    """`run_copy_task` in a Spark task: a client error fails the task (and the run) naming
+    the flow's clusters, not as a bare librdkafka error."""
+    try:
+        return run_copy_task(spec)
+    except KafkaException as exc:
+        raise spec.kafka_failure(exc) from exc
 
 
 def run_copy_tasks(
@@ -54,7 +65,7 @@ def run_copy_tasks(
     def run(task_ids: Iterator[int]) -> Iterator[CopyResult]:
         for task_id in task_ids:
             for spec in groups[task_id]:
-                yield from run_copy_task(spec)
+                yield from _copy(spec)
 
     rdd = spark.sparkContext.parallelize(range(len(groups)), len(groups))
     return rdd.mapPartitions(run).collect()
@@ -66,7 +77,7 @@ def _run_through_arrow(spark: SparkSession, groups: list[list[CopyTaskSpec]]) ->
 
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                rows = [asdict(r) for spec in groups[task_id] for r in run_copy_task(spec)]
+                rows = [asdict(r) for spec in groups[task_id] for r in _copy(spec)]
                 yield pa.RecordBatch.from_pylist(rows)
 
     frame = spark.range(0, len(groups), 1, len(groups)).mapInArrow(run, RESULT_SCHEMA)
