@@ -516,10 +516,33 @@ class _Copier:
             lane.position = part.end_offset
             self._finish(lane)
 
+    def _source_topic_listed(self, topic: str) -> bool:
+        """Whether the source cluster still lists `topic` (True when it cannot tell: only a
+        topic the cluster says is unknown counts as deleted)."""
+        try:
+            metadata = self.consumer.list_topics(topic, timeout=10)
+        except KafkaException:
+            return True
+        listed = metadata.topics.get(topic)
+        return listed is not None and listed.error is None
+
     def _gone(self, lane: _Lane, error: KafkaError, *, assigned: bool = True) -> None:
         """The lane's source topic was deleted while copying: what was read is committed,
         the lane stops (a follower's next topic refresh drops the partition)."""
         part = lane.range
+        if self._source_topic_listed(part.source_topic):
+            # The topic is still there: a broker restarting or a leader moving reports the
+            # same errors for a while. librdkafka keeps retrying an assigned partition.
+            if not assigned:
+                raise KafkaException(error)
+            log.info(
+                "%s: %s-%d: %s while the topic exists; retrying",
+                self.spec.flow,
+                part.source_topic,
+                part.partition,
+                error.str(),
+            )
+            return
         if not lane.result.topic_deleted:
             log.warning(
                 "%s: source topic '%s' was deleted while partition %d was copied (%s); "
