@@ -28,6 +28,34 @@ class TopicReadError(RuntimeError):
     """A topic could not be read to its end; the message names the topic."""
 
 
+_RETRIABLE_WATERMARK_ERRORS = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+"""What a broker answers for a partition whose leadership is still settling (a topic just
+created, a broker just started): worth asking again."""
+
+
+def watermarks(
+    consumer: Consumer, topic: str, partition: int, *, timeout: float
+) -> tuple[int, int]:
+    """(log start, end) of one partition, retried while its leader is still being elected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None or error.code() not in _RETRIABLE_WATERMARK_ERRORS:
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_to_end(
     consumer_config: Mapping[str, str],
     topic: str,
@@ -61,7 +89,7 @@ def read_to_end(
         partitions = sorted(existing if partitions is None else set(partitions) & existing)
         ends: dict[int, int] = {}
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            low, high = watermarks(consumer, topic, p, timeout=timeout)
             if high > low:
                 ends[p] = high
         if not ends:
@@ -175,9 +203,7 @@ def read_partition_from(
     """
     where = f"'{topic}' partition {partition}"
     try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=timeout
-        )
+        low, high = watermarks(consumer, topic, partition, timeout=timeout)
     except KafkaException as exc:
         raise TopicReadError(f"reading {where}: {exc}") from exc
     first = max(start, low)
