@@ -31,11 +31,13 @@ from mm2_assets.kafka.checkpoint_store import (
 )
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
+from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
 from mm2_assets.kafka.replication_state import recreated_since_copy
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
+    DownstreamTranslator,
     OffsetSyncStore,
     checkpoints_for_group,
 )
@@ -131,11 +133,12 @@ def plan_checkpoints(
     flow: FlowConfig,
     group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
     *,
-    store: OffsetSyncStore,
+    store: DownstreamTranslator,
     previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
 ) -> dict[str, GroupCheckpoints]:
-    """The checkpoints each group needs now (pure: no I/O), from `checkpoints_for_group`
-    (MirrorCheckpointTask.checkpointsForGroup), with what could not be translated.
+    """The checkpoints each group needs now (no I/O but what `store` does), from
+    `checkpoints_for_group` (MirrorCheckpointTask.checkpointsForGroup), with what could not
+    be translated.
 
     `previous` holds the latest checkpoints already on the target; a checkpoint is only
     planned when MM2's `checkpointIsMoreRecent` rule allows it, so they never go backwards.
@@ -207,7 +210,18 @@ def emit_checkpoints(
             g: {tp: om for tp, om in o.items() if tp[0] not in recreated}
             for g, o in group_offsets.items()
         }
-    run.groups = plan_checkpoints(flow, group_offsets, store=store, previous=previous)
+    # Exact translation reads the copied records after each sync on both clusters (bounded
+    # per partition and sync); each span is read once for all groups of the pass.
+    with ExactOffsetTranslator(
+        flow,
+        store,
+        max_records=flow.mm2assets_exact_translation_max_records,
+        timeout=max(timeout, READ_TIMEOUT_S),
+    ) as translator:
+        translator.prepare(
+            item for committed in group_offsets.values() for item in committed.items()
+        )
+        run.groups = plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
     for group, partitions in held.items():
         if group in run.groups:
             run.groups[group].untranslated.extend(partitions)

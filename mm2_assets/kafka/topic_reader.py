@@ -28,6 +28,34 @@ class TopicReadError(RuntimeError):
     """A topic could not be read to its end; the message names the topic."""
 
 
+_RETRIABLE_WATERMARK_ERRORS = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+"""What a broker answers for a partition whose leadership is still settling (a topic just
+created, a broker just started): worth asking again."""
+
+
+def watermarks(
+    consumer: Consumer, topic: str, partition: int, *, timeout: float
+) -> tuple[int, int]:
+    """(log start, end) of one partition, retried while its leader is still being elected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None or error.code() not in _RETRIABLE_WATERMARK_ERRORS:
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_to_end(
     consumer_config: Mapping[str, str],
     topic: str,
@@ -61,7 +89,7 @@ def read_to_end(
         partitions = sorted(existing if partitions is None else set(partitions) & existing)
         ends: dict[int, int] = {}
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            low, high = watermarks(consumer, topic, p, timeout=timeout)
             if high > low:
                 ends[p] = high
         if not ends:
@@ -140,3 +168,68 @@ def read_decoded(
         yield decoded
     if skipped:
         log.warning("skipped %d records of %s that are not %s", skipped, topic, what)
+
+
+def committed_consumer(consumer_config: Mapping[str, str], *, group_id: str) -> Consumer:
+    """A consumer for `read_partition_from`: read_committed, no commits, EOF events on."""
+    return Consumer(
+        {
+            **consumer_config,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            # Below the log start the read begins at the log start (the caller sees the gap).
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,
+        }
+    )
+
+
+def read_partition_from(
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    start: int,
+    *,
+    timeout: float = READ_TIMEOUT_S,
+) -> Iterator[Message]:
+    """Yield the committed records of one partition from offset `start` (or the log start, if
+    later) up to its end when the read starts, in order; the caller may stop early.
+
+    `consumer` (from `committed_consumer`) is reassigned to this partition, so one consumer
+    serves many reads one after another. Raises TopicReadError naming the partition on errors.
+    """
+    where = f"'{topic}' partition {partition}"
+    try:
+        low, high = watermarks(consumer, topic, partition, timeout=timeout)
+    except KafkaException as exc:
+        raise TopicReadError(f"reading {where}: {exc}") from exc
+    first = max(start, low)
+    if high <= first:
+        return
+    consumer.assign([TopicPartition(topic, partition, first)])
+    deadline = time.monotonic() + timeout
+    while True:
+        if time.monotonic() > deadline:
+            raise TopicReadError(f"timed out reading {where} from offset {start}")
+        batch = consumer.consume(500, timeout=0.05)
+        for msg in batch:
+            if msg.topic() != topic or msg.partition() != partition:
+                continue  # left over from an earlier assignment
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return
+                raise TopicReadError(f"reading {where}: {KafkaException(error)}")
+            if msg.offset() < first:
+                continue
+            yield msg
+            if msg.offset() + 1 >= high:
+                return
+        if not batch:
+            # Markers and aborted records at the tail are never delivered (see read_to_end).
+            (position,) = consumer.position([TopicPartition(topic, partition)])
+            if position.offset >= high:
+                return

@@ -380,6 +380,15 @@ class FlowSettings:
         "The `replication_lag` check fails when a topic is more seconds behind than this.",
         blank_is_default=True,
     )
+    mm2assets_exact_translation_max_records: int = flow_setting(
+        "mm2assets.exact.translation.max.records",
+        at_least(0),
+        "10000",
+        "Checkpoints translate exactly by pairing the copied records after an offset sync on "
+        "both clusters: at most this many per partition and sync per pass (0: MM2's rule, up "
+        "to `offset.lag.max` records re-read after failover).",
+        blank_is_default=True,
+    )
     mm2assets_alert_sink_class: str = flow_setting(
         "mm2assets.alert.sink.class",
         plugin(AlertSink),

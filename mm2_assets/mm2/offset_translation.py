@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from mm2_assets.mm2.filters import TopicFilter
 from mm2_assets.mm2.policy import ReplicationPolicy
@@ -205,6 +206,17 @@ class OffsetSyncStore:
         return sync.downstream_offset + step
 
 
+class DownstreamTranslator(Protocol):
+    """Anything that answers `translate_downstream` as `OffsetSyncStore` does (e.g. the
+    exact, record-pairing `kafka.exact_offsets.ExactOffsetTranslator`)."""
+
+    def translate_downstream(
+        self, group: str | None, topic_partition: tuple[str, int], upstream_offset: int
+    ) -> int | None:
+        """The target offset a group at `upstream_offset` resumes from, None if unknown."""
+        ...
+
+
 def rename_topic_partition(
     topic_partition: tuple[str, int],
     *,
@@ -235,7 +247,7 @@ def translate_checkpoint(
     topic_partition: tuple[str, int],
     committed: OffsetAndMetadata | int | None,
     *,
-    store: OffsetSyncStore,
+    store: DownstreamTranslator,
     source_alias: str,
     target_alias: str,
     policy: ReplicationPolicy,
@@ -289,7 +301,7 @@ def checkpoints_for_group(
     group: str,
     committed_offsets: Mapping[tuple[str, int], OffsetAndMetadata | int | None],
     *,
-    store: OffsetSyncStore,
+    store: DownstreamTranslator,
     source_alias: str,
     target_alias: str,
     policy: ReplicationPolicy,

@@ -21,6 +21,7 @@ from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.checkpoints.assets import checkpoint_assets
 from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.kafka.checkpoint_store import read_checkpoints
+from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
 from mm2_assets.kafka.heartbeats import (
     heartbeat_topics,
     read_heartbeats,
@@ -325,7 +326,7 @@ def test_failover_resumes_exactly_where_primary_left_off(
     assert meta(again, "checkpoints_emitted") == 0
 
 
-def test_sparse_offset_syncs_never_skip_and_repeat_at_most_offset_lag_max(
+def test_sparse_offset_syncs_still_translate_exactly(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
     prefix = unique("sparse")
@@ -333,8 +334,9 @@ def test_sparse_offset_syncs_never_skip_and_repeat_at_most_offset_lag_max(
     create_topic(primary, topic, partitions=1)
     produce(primary, topic, records(1, 250))
     consume_and_commit(primary, topic, group, {0: 130})
-    # MM2's default density: a sync every offset.lag.max (100) records, so 130 translates
-    # from the sync at 100 to its successor (MM2's rule: +1 past the closest preceding sync).
+    # MM2's default density: a sync every offset.lag.max (100) records. MM2 translates 130
+    # from the sync at 100 to its successor (+1 past the closest preceding sync); we pair the
+    # records after the sync on both clusters and resume at 130 itself.
     config = load(write_mm2_config, f"groups = {prefix}-.*\nsync.group.offsets.enabled = true\n")
     flow = config.flow("primary->backup")
     replicate(config, flow, [topic], spark_resource)
@@ -350,12 +352,11 @@ def test_sparse_offset_syncs_never_skip_and_repeat_at_most_offset_lag_max(
 
     upstream = consume_all(primary, topic, [0])[0]
     resumed = resume(backup, f"primary.{topic}", group, [0])[0]
-    first = upstream.index(resumed[0])
-    assert resumed == upstream[first:]  # nothing skipped after the resume point
-    assert first <= 130  # ... nor before it
-    assert 130 - first <= flow.offset_lag_max  # repeats bounded as MM2's rule bounds them
-    # Exactly MM2's rule: one past the sync at 100, so records 101..129 are read again.
-    assert first == used.upstream_offset + 1 == 101
+    assert resumed == upstream[130:]  # nothing skipped, nothing read again
+
+    # With exact translation off, MM2's rule: one past the sync at 100 (101..129 re-read).
+    with ExactOffsetTranslator(flow, store, max_records=0) as mm2_rule:
+        assert mm2_rule.translate_downstream(group, (topic, 0), 130) == 101
 
 
 def test_active_group_on_backup_is_not_touched(
@@ -452,11 +453,11 @@ def test_group_far_behind_dense_syncs_still_gets_a_checkpoint(
     replicate(config, flow, [topic], spark_resource)
     event = run_asset(assets_by_name(flow)["checkpoints"])
     [checkpoint] = meta(event, "group_details")[group]["emitted"].values()
-    # Exactly what MM2's translation gives from the offset syncs on the cluster ...
-    expected = load_offset_sync_store(flow).translate_downstream(group, (topic, 0), 30)
-    assert expected is not None
-    assert checkpoint["downstream_offset"] == expected
-    assert 0 <= expected <= 30  # ... conservative, never past the group
+    # Far behind the syncs kept exactly, MM2's rule over the thinned ones falls short ...
+    mm2 = load_offset_sync_store(flow).translate_downstream(group, (topic, 0), 30)
+    assert mm2 is not None and 0 <= mm2 < 30
+    # ... pairing the records after the thinned sync finds the group's record itself.
+    assert checkpoint["downstream_offset"] == 30
 
 
 def test_checkpoints_never_go_backwards(primary, backup, write_mm2_config, spark_resource) -> None:

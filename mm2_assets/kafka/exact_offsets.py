@@ -1,0 +1,196 @@
+"""Exact downstream offsets for a checkpoint pass, read back from both clusters.
+
+`ExactOffsetTranslator` answers `translate_downstream` like `OffsetSyncStore`, but reads the
+records between the offset sync and the group's offset on both clusters and pairs them
+(`mm2.exact_translation`), so a failed-over group resumes at the very record it left instead
+of up to `offset.lag.max` records earlier. It needs no storage beyond MM2's offset syncs.
+
+Bounds: per pass, per source partition and per retained offset sync that some group's offset
+falls after, at most `mm2assets.exact.translation.max.records` records are read from each
+cluster, once (answers are cached for the pass; `prepare` reads each such span once up to the
+furthest group), and only (upstream, downstream) offset pairs are kept, not records. Between
+two syncs there are at most `offset.lag.max` records plus the copy's gap edges, so the
+default bound covers every span of MM2's sync density. Beyond the bound, or wherever the
+pairing does not verify, the answer is MM2's rule from the last verified pair: never a skip.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from types import TracebackType
+
+from confluent_kafka import Consumer, KafkaException, Message
+
+from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.topic_reader import (
+    READ_TIMEOUT_S,
+    TopicReadError,
+    committed_consumer,
+    read_partition_from,
+)
+from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.mm2.exact_translation import record_digest, translate_with_pairs, verified_pairs
+from mm2_assets.mm2.offset_translation import OffsetSyncStore, rename_topic_partition
+from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+_READER_GROUP = "mm2-assets-offset-translation"
+
+
+def _digests(messages: Iterable[Message]) -> Iterator[tuple[int, bytes]]:
+    for msg in messages:
+        yield (
+            msg.offset(),
+            record_digest(msg.key(), msg.value(), msg.timestamp()[1], msg.headers()),
+        )
+
+
+class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
+    """Exact translation for one checkpoint pass of `flow` over the syncs in `store`.
+
+    Use as a context manager (it holds one consumer per cluster). `max_records` 0 gives MM2's
+    rule unchanged (`OffsetSyncStore.translate_downstream`).
+    """
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        store: OffsetSyncStore,
+        *,
+        max_records: int,
+        timeout: float = READ_TIMEOUT_S,
+    ) -> None:
+        self.flow = flow
+        self.store = store
+        self.max_records = max_records
+        self.timeout = timeout
+        self._policy = flow.replication_policy()
+        self._consumers: dict[Side, Consumer] = {}
+        self._wanted: dict[tuple[TopicPartition, int], int] = {}
+        self._pairs: dict[tuple[TopicPartition, int], tuple[int, list[tuple[int, int]]]] = {}
+        self._first_downstream: dict[TopicPartition, int | None] = {}
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the consumers."""
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
+
+    def prepare(
+        self, requests: Iterable[tuple[tuple[str, int], OffsetAndMetadata | int | None]]
+    ) -> None:
+        """Note every (source topic-partition, committed offset) this pass will translate, so
+        each span after an offset sync is read once, up to its furthest group."""
+        for topic_partition, committed in requests:
+            if committed is None:
+                continue
+            upstream_offset = (
+                committed.offset if isinstance(committed, OffsetAndMetadata) else committed
+            )
+            tp = TopicPartition(*topic_partition)
+            sync = self.store.lookup(tp, upstream_offset)
+            if sync is None or sync.upstream_offset == upstream_offset:
+                continue
+            key = (tp, sync.upstream_offset)
+            self._wanted[key] = max(self._wanted.get(key, upstream_offset), upstream_offset)
+
+    def translate_downstream(
+        self, group: str | None, topic_partition: tuple[str, int], upstream_offset: int
+    ) -> int | None:
+        """The target offset of the first record at or after `upstream_offset` where the copy's
+        mapping can be verified, else MM2's safe answer; None when nothing is known."""
+        tp = TopicPartition(*topic_partition)
+        sync = self.store.lookup(tp, upstream_offset)
+        if self.max_records == 0:
+            return self.store.translate_downstream(group, tp, upstream_offset)
+        if sync is None:
+            return self._before_first_sync(tp)
+        anchor = (sync.upstream_offset, sync.downstream_offset)
+        if upstream_offset == sync.upstream_offset:
+            return sync.downstream_offset
+        return translate_with_pairs(
+            anchor, self._verified(tp, anchor, upstream_offset), upstream_offset
+        )
+
+    def _consumer(self, side: Side) -> Consumer:
+        consumer = self._consumers.get(side)
+        if consumer is None:
+            consumer = committed_consumer(
+                client_config(self.flow, side, "consumer"), group_id=_READER_GROUP
+            )
+            self._consumers[side] = consumer
+        return consumer
+
+    def _remote(self, tp: TopicPartition) -> TopicPartition:
+        return rename_topic_partition(
+            tp,
+            source_alias=self.flow.source.alias,
+            target_alias=self.flow.target.alias,
+            policy=self._policy,
+        )
+
+    def _read(self, side: Side, tp: TopicPartition, start: int) -> Iterator[tuple[int, bytes]]:
+        messages = read_partition_from(
+            self._consumer(side), tp.topic, tp.partition, start, timeout=self.timeout
+        )
+        return _digests(messages)
+
+    def _verified(
+        self, tp: TopicPartition, anchor: tuple[int, int], upstream_offset: int
+    ) -> list[tuple[int, int]]:
+        key = (tp, anchor[0])
+        cached = self._pairs.get(key)
+        if cached is not None and cached[0] >= upstream_offset:
+            return cached[1]
+        until = max(upstream_offset, self._wanted.get(key, upstream_offset))
+        try:
+            pairs = verified_pairs(
+                anchor,
+                self._read("source", tp, anchor[0]),
+                self._read("target", self._remote(tp), anchor[1]),
+                until=until,
+                max_records=self.max_records,
+            )
+        except (TopicReadError, KafkaException) as exc:
+            # MM2's rule from the sync is still safe; the next pass tries again.
+            log.warning(
+                "%s: exact translation of %s-%d fell back to MM2's rule: %s",
+                self.flow.name,
+                tp.topic,
+                tp.partition,
+                exc,
+            )
+            pairs = []
+        self._pairs[key] = (until, pairs)
+        return pairs
+
+    def _before_first_sync(self, tp: TopicPartition) -> int | None:
+        """A group before every retained sync (e.g. below the source's log start when the copy
+        began): the oldest sync is exact if its record is the first on the target partition,
+        since then nothing on the target comes from before it."""
+        syncs = self.store.syncs(tp)
+        if not syncs:
+            return None
+        oldest = syncs[0]
+        if tp not in self._first_downstream:
+            remote = self._remote(tp)
+            try:
+                first = next(self._read("target", remote, 0), None)
+            except (TopicReadError, KafkaException) as exc:
+                log.warning("%s: reading %s: %s", self.flow.name, remote.topic, exc)
+                first = None
+            self._first_downstream[tp] = None if first is None else first[0]
+        if self._first_downstream[tp] != oldest.downstream_offset:
+            return None
+        return oldest.downstream_offset

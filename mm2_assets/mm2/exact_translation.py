@@ -1,0 +1,109 @@
+"""Exact offset translation: pair the records an offset sync's copy made, one by one.
+
+MM2's rule (`offset_translation.OffsetSyncStore.translate_downstream`) answers one past the
+closest sync before a group's upstream offset `u`, because it cannot know which of the records
+after the sync were copied where. We own the copy, and it keeps order and content (key, value,
+timestamp, headers), so the mapping can be read back instead of guessed:
+
+- start at the retained sync `(u1, d1)` at or before `u`; the upstream record at `u1` and the
+  downstream record at `d1` must both still be there and be equal (the anchor);
+- walk the committed upstream records from `u1` and the committed downstream records from `d1`
+  in step (read_committed on both sides: aborted records and transaction markers, ours on the
+  target and the producer's on the source, are never records), each pair equal by content;
+- the answer is the downstream offset paired with the first upstream record at or after `u`.
+
+Each verified pair is an exact mapping, so whatever stops the walk early (a pair that does not
+verify because either side was compacted or deleted since the copy, records the copy has not
+reached yet, the read bound) answers MM2's rule from the last verified pair: one past its
+downstream offset. That never skips a record, and when the walk ran out because everything
+before `u` is copied and nothing at or after `u` is (the group at the log end), it is exact too.
+Without a verified anchor the answer is MM2's rule from the sync itself.
+
+Exactness assumes equal content means the same record; a run of records identical in key,
+value, timestamp and headers that compaction thinned differently on the two sides can shift
+the pairing by the records it lost, towards re-reading when the source lost them.
+
+Pure logic: the record streams are any iterables of (offset, digest), in offset order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
+
+
+def record_digest(
+    key: bytes | None,
+    value: bytes | None,
+    timestamp_ms: int,
+    headers: Sequence[tuple[str, bytes | None]] | None,
+) -> bytes:
+    """A 16-byte digest of what a copy preserves: key, value, timestamp and headers.
+
+    Null and empty differ (a length prefix of -1 marks null), and so does header order.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+
+    def put(data: bytes | None) -> None:
+        digest.update((-1 if data is None else len(data)).to_bytes(8, "big", signed=True))
+        if data:
+            digest.update(data)
+
+    put(key)
+    put(value)
+    digest.update(timestamp_ms.to_bytes(8, "big", signed=True))
+    for name, header_value in headers or ():
+        put(name.encode())
+        put(header_value)
+    return digest.digest()
+
+
+def verified_pairs(
+    sync: tuple[int, int],
+    upstream: Iterable[tuple[int, bytes]],
+    downstream: Iterable[tuple[int, bytes]],
+    *,
+    until: int,
+    max_records: int,
+) -> list[tuple[int, int]]:
+    """The (upstream, downstream) offsets proven by pairing records from `sync` in step.
+
+    `upstream` yields the committed upstream records from `sync[0]`, `downstream` those of the
+    target from `sync[1]`, as (offset, digest). Stops after the first upstream record at or
+    after `until`, at the first pair that does not verify, when either side runs out, or after
+    `max_records` pairs. The first pair must be the sync itself, or nothing is proven.
+    """
+    pairs: list[tuple[int, int]] = []
+    downstream_records: Iterator[tuple[int, bytes]] = iter(downstream)
+    for up_offset, up_digest in upstream:
+        if len(pairs) >= max_records:
+            break
+        down = next(downstream_records, None)
+        if down is None or down[1] != up_digest:
+            break
+        if not pairs and (up_offset, down[0]) != sync:
+            break  # the anchor record is gone on one side: the sync cannot be checked
+        pairs.append((up_offset, down[0]))
+        if up_offset >= until:
+            break
+    return pairs
+
+
+def translate_with_pairs(
+    sync: tuple[int, int], pairs: Sequence[tuple[int, int]], upstream_offset: int
+) -> int:
+    """Where a group at `upstream_offset` resumes downstream, given `verified_pairs` from `sync`.
+
+    Exact at the first paired upstream record at or after `upstream_offset`; otherwise MM2's
+    rule from the last verified pair (or the sync): one past it, never skipping a record.
+    `pairs` must come from `sync` and hold offsets in ascending order.
+    """
+    if upstream_offset == sync[0]:
+        return sync[1]
+    index = bisect.bisect_left(pairs, upstream_offset, key=itemgetter(0))
+    if index < len(pairs):
+        return pairs[index][1]
+    last_up, last_down = pairs[-1] if pairs else sync
+    return last_down if last_up == upstream_offset else last_down + 1
