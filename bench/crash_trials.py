@@ -52,7 +52,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mm2_process import group_members, start_process_group
+from mm2_process import group_members, interrupt_on_sigterm, start_process_group
 from procstat import busy_processes, tree_pids
 
 from mm2_assets.kafka.admin import admin_client, open_transactions
@@ -283,15 +283,6 @@ def stop_group(proc: subprocess.Popen) -> None:
     """SIGTERM a pass's or follower's whole process group (it stops cleanly)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-
-
-def interrupt_on_sigterm() -> None:
-    """SIGTERM stops the harness like Ctrl-C: what runs is stopped, the clusters too."""
-
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 @dataclass

@@ -24,7 +24,7 @@ import dagster as dg
 from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mm2_process import start_process_group, stop_process_group
+from mm2_process import interrupt_on_sigterm, start_process_group, stop_process_group
 
 from mm2_assets.demo import seed
 from mm2_assets.kafka.clients import load_checked_config
@@ -54,6 +54,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=50, help="records/s to one demo topic")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
+    interrupt_on_sigterm()
     work = Path(tempfile.mkdtemp(prefix="demo-runs-"))
     with running_clusters(["primary", "backup"], work / "kafka") as clusters:
         config = demo_config(

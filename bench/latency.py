@@ -66,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mm2_process import (
     group_members,
+    interrupt_on_sigterm,
     mm2_properties,
     remote_topic,
     start_mm2,
@@ -1048,6 +1049,7 @@ def main() -> int:
         help="only write latency.md (next to JSON) again from a run's latency.json",
     )
     args = parser.parse_args()
+    interrupt_on_sigterm()
     if args.render:
         return render(Path(args.render))
     rates = [int(r) for r in args.rates.split(",") if r.strip()]

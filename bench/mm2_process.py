@@ -129,3 +129,13 @@ def stop_process_group(
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout)
     return left
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM stops a benchmark like Ctrl-C: its `finally` blocks stop what it started (the
+    system under test runs in process groups of its own, which a signal to us would miss)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)

@@ -66,22 +66,13 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2 :].split()
 
 
-def process_cpu_seconds(pid: int, *, reaped_children: bool = True) -> float:
-    """CPU seconds (user + system) `pid` used so far; with `reaped_children`, plus those of its
-    children that exited and were waited for (so a tree's total survives short-lived workers)."""
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) `pid` itself used so far (0.0 once it is gone)."""
     fields = _stat_fields(pid)
     if fields is None:
         return 0.0
-    # Fields 14-17 of proc(5) (utime, stime, cutime, cstime); index 0 here is field 3.
-    ticks = int(fields[11]) + int(fields[12])
-    if reaped_children:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / CLOCK_TICKS
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds used so far by `pid` and its live descendants (and their reaped children)."""
-    return sum(process_cpu_seconds(p) for p in tree_pids(pid))
+    # Fields 14-15 of proc(5) (utime, stime); index 0 here is field 3.
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def _command(pid: int) -> str:
@@ -111,7 +102,7 @@ def busy_processes(sample_seconds: float = 2.0, top: int = 8) -> list[dict]:
         out = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
-                out[int(entry)] = process_cpu_seconds(int(entry), reaped_children=False)
+                out[int(entry)] = process_cpu_seconds(int(entry))
         return out
 
     before = snapshot()
@@ -174,7 +165,7 @@ class TreeCpu:
     def _sample(self) -> None:
         for root in self.pids:
             for pid in tree_pids(root):
-                used = process_cpu_seconds(pid, reaped_children=False)
+                used = process_cpu_seconds(pid)
                 if used or pid not in self._last:
                     self._last[pid] = used
 

@@ -87,6 +87,16 @@ def recent_ms(ago_seconds: float = 600.0) -> int:
     return int((time.time() - ago_seconds) * 1000)
 
 
+FAST_COMPACTION = {
+    "cleanup.policy": "compact",
+    "segment.ms": "100",
+    "min.cleanable.dirty.ratio": "0.001",
+    "min.compaction.lag.ms": "0",
+    "delete.retention.ms": "0",
+}
+"""Topic configs that let the log cleaner compact within seconds (tiny segments, any dirt)."""
+
+
 def unique(name: str) -> str:
     """A topic or group name no other test uses."""
     return f"{name}-{uuid.uuid4().hex[:8]}"
@@ -208,3 +218,10 @@ def tricky_records(partitions: int, per_partition: int, seed: int, ts0: int) -> 
             )
             out.append(Rec(p, key, value, headers, ts0 + p * 1000 + i))
     return out
+
+
+def delete_records_before(bootstrap: str, topic: str, offset: int, partition: int = 0) -> None:
+    """DeleteRecords: the partition's log then starts at `offset` (as retention would do)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
+        future.result(timeout=30)

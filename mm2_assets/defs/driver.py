@@ -141,6 +141,10 @@ def replication_driver_sensor(
         def due(name: str, period: int) -> bool:
             return now - float(last.get(name, 0.0)) >= period
 
+        def held(work: str) -> str | None:
+            """Why `work` waits (in flight, or backing off after failures), None if it may go."""
+            return retry_hold(instance, flow, work, base_delay=tick, now=now)
+
         # 0. Follow mode: one follower run does 1. and 2.
         snapshot: LagSnapshot | None = None
         keys: list[str] = []
@@ -166,11 +170,7 @@ def replication_driver_sensor(
                 notes.append("replication lag unknown (see the tick log)")
             present = set(keys)
             lagging = [t for t in snapshot.lagging_topics if t in present] if snapshot else []
-            hold = (
-                retry_hold(instance, flow, WORK_REPLICATE, base_delay=tick, now=now)
-                if lagging
-                else None
-            )
+            hold = lagging and held(WORK_REPLICATE)
             if hold:
                 notes.append(f"{len(lagging)} topics lag; {hold}")
             elif lagging:
@@ -190,11 +190,7 @@ def replication_driver_sensor(
 
         # 2. Interval-driven work.
         due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
-        hold = (
-            retry_hold(instance, flow, WORK_CONTROL, base_delay=tick, now=now)
-            if due_control
-            else None
-        )
+        hold = due_control and held(WORK_CONTROL)
         if hold:
             notes.append(f"interval work due; {hold}")
         elif due_control:
@@ -207,7 +203,7 @@ def replication_driver_sensor(
             and partitions is not None
             and due("topic_configs", configs_every)
         ):
-            hold = retry_hold(instance, flow, WORK_TOPIC_CONFIGS, base_delay=tick, now=now)
+            hold = held(WORK_TOPIC_CONFIGS)
             if hold:
                 notes.append(f"topic config sync due; {hold}")
             else:

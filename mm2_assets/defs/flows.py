@@ -8,7 +8,6 @@ some asset modules are missing, still gets what applies.
 
 # No `from __future__ import annotations`: this module builds Dagster definitions.
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import dagster as dg
@@ -19,13 +18,6 @@ from mm2_assets.defs.driver import replication_driver_sensor
 from mm2_assets.defs.health.checks import flow_health_checks
 from mm2_assets.defs.replication.sensors import topic_listener_sensor
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import (
-    GROUP_LISTENER_CLASS_CONFIG,
-    TOPIC_LISTENER_CLASS_CONFIG,
-    GroupListener,
-    TopicListener,
-)
-from mm2_assets.mm2.plugins import PluginLoadError
 
 AssetRef = dg.AssetsDefinition | dg.AssetSpec | dg.AssetKey | None
 
@@ -43,21 +35,6 @@ def _key(ref: AssetRef) -> dg.AssetKey | None:
     return ref.key
 
 
-def _validate_listener(
-    flow: FlowConfig,
-    key: str,
-    class_path: str,
-    load: Callable[[FlowConfig], TopicListener | GroupListener],
-) -> None:
-    """Construct, configure and close the listener its sensor will use; fail naming the key."""
-    try:
-        load(flow).close()
-    except PluginLoadError:
-        raise  # already names the key and the class
-    except Exception as exc:
-        raise ValueError(f"flow {flow.name}: {key}={class_path!r} does not work: {exc}") from exc
-
-
 def flow_automation(
     flow: FlowConfig,
     *,
@@ -71,9 +48,8 @@ def flow_automation(
 ) -> FlowAutomation:
     """The flow's sensors and checks. Assets may be given as definitions, specs or keys.
 
-    Fails (ValueError / PluginLoadError naming the key) at definition time when an
-    `mm2assets.*` setting, the listener class of a listener sensor built here or the alert
-    sink does not work, rather than in the first tick.
+    The listener classes and the alert sink were loaded and configured when the file was
+    (`mm2_assets.mm2.config`), so a class that does not work never gets this far.
 
     With `follower` (the flow's follower job, follow mode) the follower run replicates and
     does the interval work: the listeners then request no runs of their own.
@@ -87,10 +63,6 @@ def flow_automation(
     sensors: list[dg.SensorDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []
     if replicated_key is not None and partitions is not None:
-        # A listener is constructed (and so validated) only where its sensor is built.
-        _validate_listener(
-            flow, TOPIC_LISTENER_CLASS_CONFIG, flow.topic_listener_class, FlowConfig.topic_listener
-        )
         sensors.append(
             topic_listener_sensor(
                 flow,
@@ -101,9 +73,6 @@ def flow_automation(
             )
         )
     if replicated_key is not None or checkpoints_key is not None:
-        _validate_listener(
-            flow, GROUP_LISTENER_CLASS_CONFIG, flow.group_listener_class, FlowConfig.group_listener
-        )
         sensors.append(
             group_listener_sensor(
                 flow,

@@ -35,23 +35,9 @@ IN_PROGRESS = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
-ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 _HISTORY = 20
 """Runs of one work looked at for a failure streak (the back-off caps long before 20)."""
-
-
-def work_in_flight(instance: dg.DagsterInstance, flow: FlowConfig, work: str) -> bool:
-    """Whether a run of `work` for `flow` requested by our sensors is queued or running.
-
-    Requesting the same work again would only race it (copies are fenced, so it is safe, but
-    it would start a second Spark job for nothing).
-    """
-    runs = instance.get_run_records(
-        dg.RunsFilter(statuses=IN_PROGRESS, tags={FLOW_TAG: flow.key, WORK_TAG: work}),
-        limit=1,
-    )
-    return bool(runs)
 
 
 def work_history(instance: dg.DagsterInstance, flow: FlowConfig, work: str) -> list[dg.RunRecord]:
@@ -74,7 +60,12 @@ def run_outcome(
         return RunOutcome(run.run_id, True, start, now)
     ended = run.status not in IN_PROGRESS
     return RunOutcome(
-        run.run_id, run.status in ENDED_BADLY, start, (record.end_time or now) if ended else None
+        # Only failures count: a canceled run was somebody's decision, no incident to back
+        # off from or alert on (and Dagster's run-failure sensors never see it).
+        run.run_id,
+        run.status == dg.DagsterRunStatus.FAILURE,
+        start,
+        (record.end_time or now) if ended else None,
     )
 
 
@@ -104,9 +95,12 @@ def retry_hold(
 ) -> str | None:
     """Why `work` of `flow` must not be requested now, or None: a run of it is in flight, or
     its last runs failed and the back-off since the latest failure has not passed."""
-    if work_in_flight(instance, flow, work):
+    history = work_history(instance, flow, work)
+    # Requesting work in flight again would only race it (copies are fenced, so it is safe,
+    # but it would start a second Spark job for nothing). Queued runs are the newest.
+    if any(record.dagster_run.status in IN_PROGRESS for record in history):
         return f"a {work} run is in flight"
-    streak = streak_before(work_history(instance, flow, work), now=now)
+    streak = streak_before(history, now=now)
     retry_at = streak.retry_at(base_delay)
     if now < retry_at:
         return (

@@ -390,6 +390,7 @@ class _Copier:
             (lane.range.source_topic, lane.range.partition): lane for lane in lanes
         }
         self.errors: list[str] = []
+        self._listed: dict[str, tuple[float, bool]] = {}  # topic -> (checked at, listed)
         self.txn_records = 0
         self.txn_bytes = 0
         self.consumer = Consumer(
@@ -518,13 +519,22 @@ class _Copier:
 
     def _source_topic_listed(self, topic: str) -> bool:
         """Whether the source cluster still lists `topic` (True when it cannot tell: only a
-        topic the cluster says is unknown counts as deleted)."""
+        topic the cluster says is unknown counts as deleted). One metadata request per topic
+        per second at most: a restarting broker reports errors for every partition and round,
+        and the copy loop must not stall on them with a transaction open."""
+        now = time.monotonic()
+        seen = self._listed.get(topic)
+        if seen is not None and now - seen[0] < 1.0:
+            return seen[1]
         try:
-            metadata = self.consumer.list_topics(topic, timeout=10)
+            metadata = self.consumer.list_topics(topic, timeout=5)
         except KafkaException:
-            return True
-        listed = metadata.topics.get(topic)
-        return listed is not None and listed.error is None
+            listed = True
+        else:
+            found = metadata.topics.get(topic)
+            listed = found is not None and found.error is None
+        self._listed[topic] = (now, listed)
+        return listed
 
     def _gone(self, lane: _Lane, error: KafkaError, *, assigned: bool = True) -> None:
         """The lane's source topic was deleted while copying: what was read is committed,

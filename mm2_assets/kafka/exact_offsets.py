@@ -111,13 +111,13 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         """The target offset of the first record at or after `upstream_offset` where the copy's
         mapping can be verified, else MM2's safe answer; None when nothing is known."""
         tp = TopicPartition(*topic_partition)
-        sync = self.store.lookup(tp, upstream_offset)
         if self.max_records == 0:
             return self.store.translate_downstream(group, tp, upstream_offset)
+        sync = self.store.lookup(tp, upstream_offset)
         if sync is None:
             return self._before_first_sync(tp)
         anchor = (sync.upstream_offset, sync.downstream_offset)
-        if upstream_offset == sync.upstream_offset:
+        if upstream_offset == sync.upstream_offset:  # the sync's own record: nothing to read
             return sync.downstream_offset
         return translate_with_pairs(
             anchor, self._verified(tp, anchor, upstream_offset), upstream_offset

@@ -373,6 +373,9 @@ def restart_cluster(cluster: LocalCluster, *, timeout: float = 90.0) -> LocalClu
 
     The JVM dies with the calling thread (PR_SET_PDEATHSIG is per thread): call this from
     the thread that lives as long as the cluster should, and stop the returned cluster."""
+    if cluster.sasl:
+        # Its broker properties would be written again without the SASL/TLS listeners.
+        raise LauncherError(f"restart_cluster: cluster '{cluster.alias}' is secured; not supported")
     restarted, process = launch_cluster(
         cluster.alias,
         Path(cluster.data_dir).parent,

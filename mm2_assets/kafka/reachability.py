@@ -12,8 +12,9 @@ metadata request wait out its whole timeout, then says "Broker transport failure
 `verify_cluster_access` watches the client's error callback instead and raises
 `ClusterAuthenticationError` as soon as the broker rejected the login, naming the alias, the
 address, the mechanism and the user (never the password). `check_sasl_login` does that once
-per process for every client factory, so a run, a sensor tick or a command with a wrong
-password fails in a second.
+per process for `flow_admin`, so a run, a sensor tick or a command with a wrong password fails
+in a second (the copy task's own consumers and producers are not probed: a password rotated
+under a running follower shows as librdkafka retries in its tasks).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ __all__ = [
     "check_sasl_login",
     "connect_timeout",
     "librdkafka_logger",
-    "probe_cluster",
     "probe_clusters",
     "verify_cluster_access",
 ]
@@ -73,18 +73,13 @@ def connect_timeout(config: MM2Config, alias: str) -> float:
     return float(setting.parse(setting.default))
 
 
-def probe_cluster(alias: str, client_config: Mapping[str, str], timeout: float) -> None:
-    """One metadata request to the cluster; ClusterConnectionError when it does not answer
-    within `timeout` seconds, at once when it rejects the login."""
-    verify_cluster_access(alias, client_config, timeout=timeout)
-
-
 def probe_clusters(config: MM2Config, aliases: Iterable[str]) -> None:
-    """`probe_cluster` for each of `aliases` (once each, in order) with its admin settings."""
+    """`verify_cluster_access` for each of `aliases` (once each, in order) with its admin
+    settings and `mm2assets.connect.timeout.seconds`."""
     for alias in dict.fromkeys(aliases):
         cluster = config.clusters[alias]
-        probe_cluster(
-            alias, cluster_client_config(cluster, "admin"), connect_timeout(config, alias)
+        verify_cluster_access(
+            alias, cluster_client_config(cluster, "admin"), timeout=connect_timeout(config, alias)
         )
 
 
@@ -136,6 +131,7 @@ def verify_cluster_access(alias: str, config: Mapping[str, str], *, timeout: flo
     while time.monotonic() < deadline:
         try:
             admin.list_topics(timeout=_POLL_SLICE_S)
+            _PROBED.add(frozenset(config.items()))  # check_sasl_login need not ask again
             return
         except KafkaException:
             admin.poll(0)  # serves error_cb
@@ -157,7 +153,7 @@ def verify_cluster_access(alias: str, config: Mapping[str, str], *, timeout: flo
 
 def check_sasl_login(alias: str, config: Mapping[str, str]) -> None:
     """Raise `ClusterAuthenticationError` at once when cluster `alias` rejects the SASL login of
-    librdkafka `config`; every client factory calls it, so a run, a sensor tick or a command
+    librdkafka `config`; `flow_admin` calls it, so a run, a sensor tick or a command
     with a wrong password fails in a second instead of after each request's 30 s of retries.
 
     A config without SASL costs nothing; a SASL one is probed once per process (a rejected one

@@ -27,7 +27,7 @@ from mm2_assets.kafka.heartbeats import (
     replication_hops,
     upstream_clusters,
 )
-from mm2_assets.kafka.reachability import probe_clusters
+from mm2_assets.kafka.reachability import ClusterAuthenticationError, probe_clusters
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
 from mm2_assets.mm2.config import MM2Config, config_path_argument
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError
@@ -148,6 +148,9 @@ def _translate_offsets_command(args: argparse.Namespace) -> int:
             policy=policy,
             timeout=args.timeout,
         )
+    except ClusterAuthenticationError as exc:  # rejected credentials: bad input, as in cli.main
+        print(f"mm2-assets translate-offsets: {exc}", file=sys.stderr)
+        return 2
     except ClusterConnectionError as exc:
         print(f"mm2-assets translate-offsets: {exc}", file=sys.stderr)
         return 1

@@ -105,5 +105,5 @@ def translate_with_pairs(
     index = bisect.bisect_left(pairs, upstream_offset, key=itemgetter(0))
     if index < len(pairs):
         return pairs[index][1]
-    last_up, last_down = pairs[-1] if pairs else sync
-    return last_down if last_up == upstream_offset else last_down + 1
+    # Past every verified pair (so past the sync too): one past the last, as MM2 does.
+    return (pairs[-1] if pairs else sync)[1] + 1

@@ -108,6 +108,8 @@ class PluginTimeoutError(TimeoutError):
 
 
 _T = TypeVar("_T")
+_ABANDONED: dict[str, threading.Thread] = {}
+"""The thread of each plugin call (by `what`) that was abandoned while hung."""
 
 
 def call_with_timeout(what: str, call: Callable[[], _T], timeout: float) -> _T:
@@ -117,6 +119,10 @@ def call_with_timeout(what: str, call: Callable[[], _T], timeout: float) -> _T:
     abandoned (it keeps its thread, which never delays the process's exit) and the caller goes
     on. Whatever the call raises is raised here.
     """
+    hung = _ABANDONED.get(what)
+    if hung is not None and hung.is_alive():
+        # Still stuck in an earlier call: a new thread per tick would pile up without bound.
+        raise PluginTimeoutError(f"{what} is still hung in an earlier call (abandoned)")
     outcome: list[Any] = []
 
     def run() -> None:
@@ -129,7 +135,9 @@ def call_with_timeout(what: str, call: Callable[[], _T], timeout: float) -> _T:
     thread.start()
     thread.join(timeout)
     if not outcome:
+        _ABANDONED[what] = thread
         raise PluginTimeoutError(f"{what} did not return within {timeout:g} s (abandoned)")
+    _ABANDONED.pop(what, None)
     ok, value = outcome[0]
     if not ok:
         raise value

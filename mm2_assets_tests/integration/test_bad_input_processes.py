@@ -7,7 +7,6 @@ needed: the clusters are closed loopback ports.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets_tests.cli_helpers import run_cli, run_process
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
 
 
@@ -37,23 +36,8 @@ def base_config(tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
-def run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    """`argv` with this checkout's code first on the path and `env` on top of ours."""
-    inherited = {k: v for k, v in os.environ.items() if k != "MM2_CONFIG"}
-    environment = {**inherited, "PYTHONPATH": str(ROOT), **env}
-    return subprocess.run(
-        argv,
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-
-
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, "-m", "mm2_assets.cli", *args], **env)
+    return run_cli(*args, env=env, timeout=TIMEOUT_S)
 
 
 def test_replicate_with_a_bad_file_prints_one_line_and_exits_2(tmp_path: Path) -> None:
@@ -100,10 +84,10 @@ def test_translate_offsets_against_a_closed_port_fails_in_one_line(tmp_path: Pat
 def test_dagster_loader_shows_the_message_and_no_parser_internals(tmp_path: Path) -> None:
     config = base_config(tmp_path, "primary.bootstrap.servers = 127.0.0.1:99999\n")
     dagster = Path(sys.executable).parent / "dagster"
-    proc = run(
+    proc = run_process(
         [str(dagster), "definitions", "validate", "-m", "mm2_assets.definitions"],
-        MM2_CONFIG=str(config),
-        DAGSTER_HOME=str(tmp_path),
+        {"MM2_CONFIG": str(config), "DAGSTER_HOME": str(tmp_path)},
+        TIMEOUT_S,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0

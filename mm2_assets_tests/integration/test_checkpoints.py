@@ -217,14 +217,29 @@ def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 
 
 def set_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit `offsets` for `group`, retried while a fresh broker still loads its group
+    coordinator."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
     )
-    result = admin.alter_consumer_group_offsets([request])[group].result(timeout=30)
-    assert all(tp.error is None for tp in result.topic_partitions)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            result = admin.alter_consumer_group_offsets([request])[group].result(timeout=30)
+            errors = [tp.error for tp in result.topic_partitions if tp.error is not None]
+        except KafkaException as exc:
+            errors = [exc.args[0]]
+        if not errors:
+            return
+        # Only what a fresh broker says while it loads its coordinator is worth waiting out.
+        waitable = all(
+            e.retriable() or e.code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS for e in errors
+        )
+        assert waitable and time.monotonic() <= deadline, errors
+        time.sleep(0.5)
 
 
 def group_checkpoints(bootstrap: str, topic: str, group: str) -> list[Checkpoint]:

@@ -33,7 +33,15 @@ from mm2_assets_tests.integration.test_checkpoints import (
     run_cli,
     set_offsets,
 )
-from mm2_assets_tests.kafka_helpers import Rec, create_topic, produce, recent_ms, unique
+from mm2_assets_tests.kafka_helpers import (
+    FAST_COMPACTION,
+    Rec,
+    create_topic,
+    delete_records_before,
+    produce,
+    recent_ms,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -91,25 +99,6 @@ def transactional_fill(bootstrap: str, topic: str, plan: list[tuple[int, bool]],
             producer.abort_transaction(30)
 
 
-def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """`set_offsets`, retried while a fresh broker is still loading its group coordinator."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            set_offsets(bootstrap, group, offsets)
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
-def delete_records(bootstrap: str, topic: str, before: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, before)]).values():
-        future.result(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def compacted_topic(primary: str) -> Iterator[str]:
     """A source topic the log cleaner has compacted: gaps in its offsets (waits for the
@@ -118,13 +107,7 @@ def compacted_topic(primary: str) -> Iterator[str]:
     create_topic(
         primary,
         topic,
-        config={
-            "cleanup.policy": "compact",
-            "segment.ms": "100",
-            "min.cleanable.dirty.ratio": "0.001",
-            "min.compaction.lag.ms": "0",
-            "delete.retention.ms": "0",
-        },
+        config=FAST_COMPACTION,
     )
     ts0 = recent_ms(1800)
     # Every third record has a key of its own and survives; the others keep one per key.
@@ -224,7 +207,7 @@ def test_hard_cases_resume_exactly(
     produce(primary, passes, records(1, 40, tag="first"))
     produce(primary, trimmed, records(1, 100))
     produce(primary, trimmed_later, records(1, 100))
-    delete_records(primary, trimmed, 30)  # below the log start before anything is copied
+    delete_records_before(primary, trimmed, 30)  # below the log start before anything is copied
 
     groups = {
         # (topic, committed offset): what it tests
@@ -244,7 +227,7 @@ def test_hard_cases_resume_exactly(
     }
     names = {key: f"{prefix}-g{i}" for i, key in enumerate(groups)}
     for (topic, u), group in names.items():
-        commit_offsets(primary, group, {(topic, 0): u})
+        set_offsets(primary, group, {(topic, 0): u})
     config = load(write_mm2_config, f"groups = {prefix}-g.*\nsync.group.offsets.enabled = true\n")
     flow = config.flow("primary->backup")
     topics = [compacted_topic, txn, passes, trimmed, trimmed_later]
@@ -252,7 +235,7 @@ def test_hard_cases_resume_exactly(
     # A second pass: our commit marker sits between the two transactions on the target.
     produce(primary, passes, records(1, 40, ts0=recent_ms(1200), tag="second"))
     replicate(config, flow, [passes], spark_resource)
-    delete_records(primary, trimmed_later, 40)
+    delete_records_before(primary, trimmed_later, 40)
 
     checkpoint_and_sync(flow)
     target_offsets = {key: committed(backup, group) for key, group in names.items()}

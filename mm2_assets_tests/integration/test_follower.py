@@ -23,6 +23,7 @@ from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets_tests.alert_helpers import Webhook
+from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
@@ -184,7 +185,6 @@ def test_follower_copies_new_records_and_follows_new_topics(
     assert open_transactions(backup, f"primary.{second}", 2) == []
 
 
-ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "mm2-assets"
 
 
@@ -435,6 +435,8 @@ def test_driver_keeps_one_follower_run_alive_and_restarts_a_killed_one(
     try:
         wait_for("the third follower", replicated(primary, backup, topic, 2), 120)
     finally:
-        runs[2].send_signal(signal.SIGTERM)
-        runs[2].wait(180)
-        stop_group(runs[2])
+        try:
+            runs[2].send_signal(signal.SIGTERM)
+            runs[2].wait(180)
+        finally:
+            stop_group(runs[2])

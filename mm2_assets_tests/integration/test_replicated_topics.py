@@ -18,11 +18,13 @@ from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.wire import OffsetSync
 from mm2_assets.spark.job import run_copy_tasks
+from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
     create_filled_topic,
     create_topic,
+    delete_records_before,
     produce,
     recent_ms,
     tricky_records,
@@ -30,8 +32,6 @@ from mm2_assets_tests.kafka_helpers import (
 )
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def flow_defs(config_path: Path) -> tuple[dg.Definitions, object]:
@@ -321,15 +321,11 @@ def test_killed_copy_resumes_without_loss_or_duplicates(
 def test_records_deleted_on_the_source_are_no_work_and_later_ones_copy(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient
 
     topic = unique("retained")
     create_filled_topic(primary, topic, tricky_records(1, 20, seed=9, ts0=recent_ms(3000)))
-    admin = AdminClient({"bootstrap.servers": primary})
     # As if retention had removed everything: the log now starts at offset 20.
-    for future in admin.delete_records([TopicPartition(topic, 0, 20)]).values():
-        future.result(30)
+    delete_records_before(primary, topic, 20)
     defs, flow = flow_defs(write_mm2_config())
 
     event = materialize_topics(defs, flow.key, [topic], spark_resource)

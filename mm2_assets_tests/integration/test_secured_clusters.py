@@ -14,9 +14,6 @@ searched for the passwords.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +33,7 @@ from mm2_assets.kafka.heartbeats import read_heartbeats
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
 from mm2_assets.kafka.reachability import ClusterAuthenticationError, verify_cluster_access
 from mm2_assets.mm2.config import CONFIG_ENV
+from mm2_assets_tests.cli_helpers import ROOT, run_cli
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
@@ -48,7 +46,6 @@ from mm2_assets_tests.kafka_helpers import (
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 # Distinctive, so a search for them finds nothing else.
 SCRAM_USER, SCRAM_PASSWORD = "mm2-scram", "Scr4m-Fi1e-pw-7Qz"
 PLAIN_USER, PLAIN_PASSWORD = "mm2-plain", "Pl4in-Env-pw-3Kx"
@@ -146,18 +143,6 @@ def topic_config(bootstrap: str, topic: str, name: str, **security) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
     return future.result(timeout=30)[name].value
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mm2_assets.cli", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @dataclass(frozen=True)

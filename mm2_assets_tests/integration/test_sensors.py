@@ -27,7 +27,14 @@ from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
 from mm2_assets.mm2.listeners import GroupListener, TopicListener
 from mm2_assets_tests.alert_helpers import Webhook
-from mm2_assets_tests.kafka_helpers import Rec, consume_all, create_topic, produce, unique
+from mm2_assets_tests.kafka_helpers import (
+    Rec,
+    consume_all,
+    create_topic,
+    delete_records_before,
+    produce,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -546,9 +553,7 @@ def test_records_deleted_before_the_first_copy_are_no_work(
     topic = f"{prefix}-emptied"
     create_topic(primary, topic)
     produce(primary, topic, values(topic, 10))
-    admin = AdminClient({"bootstrap.servers": primary})
-    for future in admin.delete_records([TopicPartition(topic, 0, 10)]).values():
-        future.result(timeout=30)
+    delete_records_before(primary, topic, 10)
     flow.tick("topic_listener")
     assert topic in flow.partitions()  # the driver watches it: its silence below means "no lag"
     data = flow.tick("replication_driver")
@@ -688,6 +693,11 @@ def test_failing_work_backs_off_and_alerts_once_per_incident(
         run_status_tick(flow, "run_failure_alerts", result, result.get_run_failure_event())
         return result
 
+    def ended(result: dg.ExecuteInProcessResult) -> float:
+        record = instance.get_run_record_by_id(result.run_id)
+        assert record is not None and record.end_time is not None
+        return record.end_time
+
     def replicate_request(data) -> dg.RunRequest | None:
         found = [r for r in data.run_requests if r.tags[WORK_TAG] == "replicate"]
         return found[0] if found else None
@@ -708,14 +718,14 @@ def test_failing_work_backs_off_and_alerts_once_per_incident(
     held = flow.tick("replication_driver")
     assert replicate_request(held) is None
     assert "retrying in" in (held.skip_message or "")
-    started = time.monotonic()
-    second = fail(wait_for_request(5))
-    assert time.monotonic() - started >= 0.5  # waited out (most of) the 0.8-1.2 s back-off
+    retried = wait_for_request(5)
+    # Not before the back-off (1 s tick, +-20 %) counted from the failed run's end.
+    assert time.time() - ended(first) >= 0.8
+    second = fail(retried)
     assert len(webhook.of_kind("run_failed")) == 1  # same incident: no second alert
     # Two failures in a row: the back-off doubles to 1.6-2.4 s.
-    started = time.monotonic()
     request = wait_for_request(6)
-    assert time.monotonic() - started >= 1.3
+    assert time.time() - ended(second) >= 1.6
 
     # The retry succeeds: one recovery alert naming the incident, and the copy is there.
     result = flow.launch(request, spark_resource)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.clients import load_checked_config
@@ -27,10 +27,12 @@ from mm2_assets_tests.integration.test_follower import (
 )
 from mm2_assets_tests.integration.test_replicated_topics import flow_defs, materialize_topics
 from mm2_assets_tests.kafka_helpers import (
+    FAST_COMPACTION,
     Rec,
     consume_all,
     create_filled_topic,
     create_topic,
+    delete_records_before,
     produce,
     recent_ms,
     send,
@@ -76,6 +78,8 @@ def first_record_from(bootstrap: str, topic: str, offset: int) -> Rec | None:
             "group.id": unique("peek"),
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
+            # An offset past the log end must fail the test, not read nothing.
+            "auto.offset.reset": "error",
         }
     )
     try:
@@ -85,8 +89,11 @@ def first_record_from(bootstrap: str, topic: str, offset: int) -> Rec | None:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                return None  # end of partition
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return None  # at the end: the next record is yet to come
+                raise AssertionError(f"{topic}: reading from offset {offset}: {error}")
             return Rec.from_message(msg)
         raise AssertionError(f"{topic}: nothing read from offset {offset}")
     finally:
@@ -96,12 +103,6 @@ def first_record_from(bootstrap: str, topic: str, offset: int) -> Rec | None:
 def lag_of(flow, topic: str) -> int:
     """What the replication driver would see: the topic's lag in records."""
     return measure_lag(flow).lag_by_topic()[topic]
-
-
-def delete_records_before(bootstrap: str, topic: str, offset: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
-        future.result(30)
 
 
 def test_transactional_source_copies_committed_records_and_translates_past_markers(
@@ -151,13 +152,7 @@ def test_compacted_source_with_offset_gaps_copies_the_live_records_and_finishes(
     create_topic(
         primary,
         topic,
-        config={
-            "cleanup.policy": "compact",
-            "segment.ms": "100",
-            "min.cleanable.dirty.ratio": "0.001",
-            "min.compaction.lag.ms": "0",
-            "delete.retention.ms": "0",
-        },
+        config=FAST_COMPACTION,
     )
     # Rounds of the same keys, each in a segment of its own; the last round stays active.
     for round_ in range(4):

@@ -6,9 +6,7 @@ checks nothing is left; the fixture stops it too, whatever happened before.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from mm2_assets.spark.connect_session import (
     shared_session_id,
 )
 from mm2_assets.spark.job import is_spark_connect
+from mm2_assets_tests.cli_helpers import run_cli
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
@@ -39,19 +38,10 @@ from mm2_assets_tests.kafka_helpers import (
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def connect_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """`mm2-assets spark connect ...` as a user runs it (this checkout's code)."""
-    return subprocess.run(
-        [sys.executable, "-m", "mm2_assets.cli", "spark", "connect", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_cli("spark", "connect", *args, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -187,21 +177,16 @@ def test_a_run_in_its_own_process_finds_the_server_through_spark_remote(
     connect_session(connect_server.url)  # the shared session exists before the run
     daemons = python_processes(connect_server, daemons_only=True)
 
-    done = subprocess.run(
-        [sys.executable, "-m", "mm2_assets.cli", "replicate", "--config", str(config)],
-        cwd=ROOT,
+    done = run_cli(
+        "replicate",
+        "--config",
+        str(config),
         env={
-            **os.environ,
             REMOTE_ENV: connect_server.url,
             "DAGSTER_HOME": str(tmp_path),
             CONFIG_ENV: str(config),
         },
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
     )
-
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     parts = [0, 1]
     assert consume_all(backup, f"primary.{topic}", parts) == consume_all(primary, topic, parts)

@@ -75,7 +75,7 @@ def run_failure_alert_sensor(
         if run.tags.get(FLOW_TAG) != flow.key and not selected & watched:
             return
         work = run.tags.get(WORK_TAG) if run.tags.get(FLOW_TAG) == flow.key else None
-        streak = _streak_of(context.instance, flow, work, run.run_id)
+        streak = _streak_of(context.instance, flow, work, run)
         if streak is not None and streak.failures > 1:
             # The incident is open and was alerted when its first run failed.
             context.log.info(
@@ -128,7 +128,7 @@ def run_recovery_alert_sensor(flow: FlowConfig) -> dg.SensorDefinition:
         # A follower that stops cleanly is no recovery; the driver announces a follower's.
         if run.tags.get(FLOW_TAG) != flow.key or not work or work == WORK_FOLLOW:
             return
-        streak = _streak_of(context.instance, flow, work, run.run_id, including=False)
+        streak = _streak_of(context.instance, flow, work, run, including=False)
         if streak is not None and streak.failures:
             send_alerts(flow, [recovery_alert(flow, work, run.run_id, streak)], context.log)
 
@@ -159,17 +159,23 @@ def _streak_of(
     instance: dg.DagsterInstance,
     flow: FlowConfig,
     work: str | None,
-    run_id: str,
+    run: dg.DagsterRun,
     *,
     including: bool = True,
 ) -> FailureStreak | None:
-    """The failure streak of `work` ending at run `run_id` (None for runs launched by hand)."""
+    """The failure streak of `work` ending at `run` (None for runs launched by hand), over the
+    runs of the same assets: interval runs of heartbeats alone succeeding in between must not
+    end an incident of the checkpoint runs."""
     if not work:
         return None
     stable = flow.mm2assets_follower_stable_seconds if work == WORK_FOLLOW else float("inf")
-    return streak_before(
-        work_history(instance, flow, work), run_id, including=including, stable_seconds=stable
-    )
+    selection = set(run.asset_selection or ())
+    same_assets = [
+        record
+        for record in work_history(instance, flow, work)
+        if set(record.dagster_run.asset_selection or ()) == selection
+    ]
+    return streak_before(same_assets, run.run_id, including=including, stable_seconds=stable)
 
 
 def _error_text(event: dg.DagsterEvent) -> str:

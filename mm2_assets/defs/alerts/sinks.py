@@ -206,6 +206,7 @@ def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = 
                 fallback.send(alert)
                 if isinstance(exc, plugins.PluginTimeoutError):
                     sink = fallback  # hung: do not wait for it again in this call
+                    name = type(sink).__qualname__
     finally:
         try:
             plugins.call_with_timeout(f"{name}.close", sink.close, timeout)
