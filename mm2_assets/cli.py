@@ -157,6 +157,13 @@ def _follow(args: argparse.Namespace) -> int:
     return follow(_config_path(args))
 
 
+def _validate(args: argparse.Namespace) -> int:
+    from mm2_assets.validate_command import run_validate
+
+    # The file is resolved inside: an empty --config is a finding (exit 1), like any other.
+    return run_validate(args.config, as_json=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `mm2-assets` command."""
     parser = argparse.ArgumentParser(prog="mm2-assets", description=__doc__)
@@ -236,6 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     follow.add_argument("--config", help=config_help)
     follow.set_defaults(func=_follow)
+    validate = commands.add_parser(
+        "validate",
+        help="check mm2.properties and the clusters (read-only): flows, settings off the "
+        "defaults, topics and groups replicated now; exit 0 when valid, 1 otherwise",
+    )
+    validate.add_argument("--config", help=config_help)
+    validate.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    validate.set_defaults(func=_validate)
     demo = commands.add_parser("demo", help="demo data for the embedded default")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     seed = demo_commands.add_parser("seed", help="topics, records and a group on the source")

@@ -36,6 +36,7 @@ __all__ = [
     "cluster_client_config",
     "cluster_client_translation",
     "load_checked_config",
+    "resolved_flows",
 ]
 
 # Translations are cached by value: flows and clusters are frozen and hash by content, so equal
@@ -82,8 +83,8 @@ def _config_error(
     )
 
 
-def _flows(config: MM2Config) -> list[FlowConfig]:
-    # Enabled flows and heartbeat-only pairs, each once, in the file's pair order.
+def resolved_flows(config: MM2Config) -> list[FlowConfig]:
+    """Enabled flows and heartbeat-only pairs, each once, in the file's pair order."""
     aliases = list(config.clusters)
     flows = {flow.name: flow for flow in (*config.flows, *config.heartbeat_flows)}
     return sorted(
@@ -112,7 +113,7 @@ def check_client_configs(config: MM2Config) -> None:
                     [f"{alias}.{role}.{exc.key}", f"{alias}.{exc.key}", exc.key],
                     f"cluster {alias!r} {role} client",
                 ) from exc
-    for flow in _flows(config):
+    for flow in resolved_flows(config):
         prefix = f"{flow.name}."
         sides: tuple[Side, ...] = ("source", "target")
         for side in sides:
