@@ -432,5 +432,5 @@ FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping({s.key: s.default for s in SETT
 
 
 def reference() -> str:
-    """The configuration reference of every key as Markdown (README's last section)."""
+    """The configuration reference of every key as Markdown (docs/configuration.md)."""
     return reference_markdown(SETTINGS)

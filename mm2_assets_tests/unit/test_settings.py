@@ -29,7 +29,7 @@ from mm2_assets.mm2.settings import (
     setting_of,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 BASE = """\
 clusters = primary, backup
@@ -172,11 +172,11 @@ def test_reference_lists_every_key_once() -> None:
     assert text.index("### KIP settings") < text.index("### mm2-assets settings")
 
 
-def test_readme_configuration_reference_is_current() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_docs_configuration_reference_is_current() -> None:
+    text = CONFIGURATION_DOC.read_text(encoding="utf-8")
     assert replace_reference_block(text, reference()) == text, (
-        "README.md's configuration reference is stale: "
-        "run `mm2-assets config reference --write README.md`"
+        "docs/configuration.md's configuration reference is stale: "
+        "run `mm2-assets config reference --write docs/configuration.md`"
     )
 
 
