@@ -13,14 +13,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_process(
-    argv: list[str], env: Mapping[str, str] | None = None, timeout: float = 600
+    argv: list[str],
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    *,
+    cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess[str]:
-    """`argv` in this checkout with its code first on the path and `env` on top of ours (an
-    inherited `MM2_CONFIG` dropped, so only what the test sets counts); output captured."""
+    """`argv` in `cwd` (this checkout unless told) with this checkout's code first on the path
+    and `env` on top of ours (an inherited `MM2_CONFIG` dropped, so only what the test sets
+    counts); output captured."""
     inherited = {k: v for k, v in os.environ.items() if k != "MM2_CONFIG"}
     return subprocess.run(
         argv,
-        cwd=ROOT,
+        cwd=cwd,
         env={**inherited, "PYTHONPATH": str(ROOT), **(env or {})},
         capture_output=True,
         text=True,

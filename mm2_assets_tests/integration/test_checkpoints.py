@@ -265,6 +265,14 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.docs_command(
+    ".venv/bin/mm2-assets translate-offsets --config mm2.properties "
+    "--cluster backup --source primary --group billing"
+)
+@pytest.mark.docs_command(
+    ".venv/bin/mm2-assets translate-offsets --config mm2.properties "
+    "--cluster backup --source primary --group billing --json"
+)
 def test_failover_resumes_exactly_where_primary_left_off(
     primary, backup, write_mm2_config, spark_resource, capsys
 ) -> None:

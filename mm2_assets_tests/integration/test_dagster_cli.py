@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.docs_command(".venv/bin/dagster definitions validate -w workspace.yaml")
 def test_definitions_validate(tmp_path: Path) -> None:
     dagster = Path(sys.executable).parent / "dagster"
     proc = subprocess.run(

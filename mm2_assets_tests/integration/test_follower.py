@@ -235,6 +235,7 @@ def stop_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+@pytest.mark.docs_command(".venv/bin/mm2-assets follow --config mm2.properties")
 def test_follow_command_stops_cleanly_on_sigterm_and_survives_sigkill(
     primary, backup, write_mm2_config
 ) -> None:

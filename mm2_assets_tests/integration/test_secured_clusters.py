@@ -212,6 +212,7 @@ def replicated(
     return Pass(config_path, home, output, forward, back, group)
 
 
+@pytest.mark.docs_command(".venv/bin/mm2-assets replicate --config mm2.properties")
 def test_records_configs_and_groups_cross_secured_clusters(
     replicated: Pass, secured: LocalCluster, backup: str
 ) -> None:

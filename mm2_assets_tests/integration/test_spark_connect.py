@@ -109,6 +109,8 @@ def materialize_topics(
     return event
 
 
+@pytest.mark.docs_command(".venv/bin/mm2-assets spark connect up")
+@pytest.mark.docs_command(".venv/bin/mm2-assets spark connect status")
 def test_up_prints_the_url_and_status_sees_the_server(connect_server: Server) -> None:
     assert connect_server.url == f"sc://127.0.0.1:{connect_server.port}"
     status = connect_cli("status", "--dir", str(connect_server.state_dir))
@@ -210,6 +212,7 @@ def test_a_closed_shared_session_gives_way_to_the_next_generation(
     assert session.range(3).count() == 3
 
 
+@pytest.mark.docs_command(".venv/bin/mm2-assets spark connect down")
 def test_down_stops_the_server_and_everything_it_started(connect_server: Server) -> None:
     """Last in the module: it stops the module's server."""
     below = descendants(connect_server.pid)

@@ -1,0 +1,120 @@
+"""The README's two commands, run as a user runs them: `./scripts/test.sh` and `./scripts/demo.sh`.
+
+`test.sh` is CI's own entry point; here it runs with a pytest argument that only collects one
+module, so its setup, lint and pytest start are exercised without running the suite inside
+itself. `demo.sh` runs to the point where the Dagster UI answers, then gets Ctrl-C (SIGINT to
+its process group, as a terminal sends it): it must exit, stop both clusters and leave no
+process behind. It needs the demo's fixed ports (19092, 19192); on a machine where another
+demo holds them it is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets_tests.cli_helpers import ROOT, run_process
+
+pytestmark = pytest.mark.integration
+
+DEMO_PORTS = (19092, 19093, 19192, 19193)
+
+
+def port_taken(port: int) -> bool:
+    """Whether something listens on loopback `port`."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def session_processes(session: int) -> list[int]:
+    """Pids of live processes in session `session` (a process group leader's pid)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) == session:
+                stat = (entry / "stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[0] != "Z":  # zombies are gone already
+                    pids.append(int(entry.name))
+        except (ProcessLookupError, PermissionError, FileNotFoundError):
+            continue
+    return pids
+
+
+@pytest.mark.docs_command("./scripts/test.sh")
+def test_test_script_sets_up_lints_and_starts_pytest() -> None:
+    proc = run_process(
+        ["./scripts/test.sh", "--collect-only", "-q", "mm2_assets_tests/unit/test_layers.py"],
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "All checks passed!" in proc.stdout  # ruff check ran
+    assert "3 tests collected" in proc.stdout
+
+
+def _server_info(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.docs_command("./scripts/demo.sh")
+def test_demo_script_serves_dagster_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    taken = [p for p in DEMO_PORTS if port_taken(p)]
+    if taken:
+        pytest.skip(f"the demo's ports {taken} are taken (another demo runs on this machine)")
+    [(ui_port, _)] = free_port_pairs(1)
+    home = tmp_path / "dagster-home"
+    log_path = tmp_path / "demo.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("MM2_CONFIG", "SPARK_REMOTE")} | {
+        "PYTHONPATH": str(ROOT),
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PORT": str(ui_port),
+    }
+    with log_path.open("w") as log:
+        demo = subprocess.Popen(
+            ["./scripts/demo.sh"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while not _server_info(ui_port):
+            assert demo.poll() is None, log_path.read_text()[-4000:]
+            assert time.monotonic() < deadline, log_path.read_text()[-4000:]
+            time.sleep(2)
+        output = log_path.read_text()
+        # demo_job.sh ran: the seed, one pass, and the billing group's failover offsets.
+        assert "primary: orders +5000 records" in output, output[-4000:]
+        assert "TOPIC" in output and "primary.orders" in output, output[-4000:]
+        topics = AdminClient({"bootstrap.servers": "127.0.0.1:19192"}).list_topics(timeout=30)
+        assert "primary.orders" in topics.topics
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        try:
+            demo.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+            pytest.fail("demo.sh did not stop within 180 s of Ctrl-C:\n" + log_path.read_text())
+    assert demo.returncode == 130, log_path.read_text()[-4000:]
+    left = session_processes(demo.pid)
+    for pid in left:  # not to leak them into the rest of the session
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes left after Ctrl-C: {left}"
+    assert not [p for p in (*DEMO_PORTS, ui_port) if port_taken(p)]
