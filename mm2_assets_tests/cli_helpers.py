@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -11,22 +12,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 """This checkout: the working directory of every process a test starts."""
 
+DEMO_PORTS = (19092, 19093, 19192, 19193)
+"""The ports of `mm2-assets kafka up`'s default clusters (primary, backup; client and
+controller), which `scripts/demo.sh` and `mm2_assets/demo.properties` use."""
+
+
+def port_taken(port: int) -> bool:
+    """Whether something listens on loopback `port`."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
 
 def run_process(
     argv: list[str],
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     timeout: float = 600,
     *,
     cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess[str]:
     """`argv` in `cwd` (this checkout unless told) with this checkout's code first on the path
-    and `env` on top of ours (an inherited `MM2_CONFIG` dropped, so only what the test sets
-    counts); output captured."""
-    inherited = {k: v for k, v in os.environ.items() if k != "MM2_CONFIG"}
+    and `env` on top of ours (a None value unsets the variable; an inherited `MM2_CONFIG` is
+    dropped, so only what the test sets counts); output captured."""
+    merged: dict[str, str | None] = {
+        **{k: v for k, v in os.environ.items() if k != "MM2_CONFIG"},
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     return subprocess.run(
         argv,
         cwd=cwd,
-        env={**inherited, "PYTHONPATH": str(ROOT), **(env or {})},
+        env={k: v for k, v in merged.items() if v is not None},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -2,9 +2,9 @@
 
 Commands are the `$ ` lines of ```console blocks (`docs_helpers`). This module runs the ones
 that are quick and read-only against the session clusters (`validate`, `config reference`,
-`--help`) and the local-cluster commands (`kafka up`, `status`, `down`, in a scratch
-directory); every other command must be named by a `@pytest.mark.docs_command("<command>")`
-marker on a test that runs it (the long-running ones: `demo.sh`, `follow`, Spark Connect...).
+`--help`); every other command must be named by a `@pytest.mark.docs_command("<command>")`
+marker on a test that runs it (the long-running ones: `demo.sh` and the local clusters it
+starts, `follow`, Spark Connect...).
 
 Placeholders, resolved when a command runs here: `.venv/bin/mm2-assets` is this checkout's
 CLI (`python -m mm2_assets.cli`, this interpreter) and `mm2.properties` a file for the session
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import socket
 import sys
 from pathlib import Path
 
@@ -38,9 +37,6 @@ CONFIG = "mm2.properties"
 # Pages other parts of issue 15/17 write (Spark cluster, production Dagster, the UI): linked
 # before they land. Remove each name once its page is merged.
 NOT_YET_MERGED = {"spark-cluster.md", "production-dagster.md", "ui.md"}
-# The local clusters' default ports (`kafka up`): primary 19092 (+1 controller), backup 19192.
-LOCAL_PORTS = (19092, 19093, 19192, 19193)
-LOCAL_CLUSTER_COMMANDS = [f"{CLI} kafka up", f"{CLI} kafka status", f"{CLI} kafka down"]
 
 
 def documented_commands() -> dict[str, list[str]]:
@@ -54,8 +50,6 @@ def documented_commands() -> dict[str, list[str]]:
 
 def runs_here(command: str) -> bool:
     """Whether this module runs `command` itself (see the module docstring)."""
-    if command in LOCAL_CLUSTER_COMMANDS:
-        return True
     if not command.startswith(f"{CLI} "):
         return False
     args = command.removeprefix(f"{CLI} ")
@@ -136,9 +130,7 @@ def argv_of(command: str, config: Path) -> list[str]:
     ]
 
 
-QUICK_COMMANDS = sorted(
-    c for c in documented_commands() if runs_here(c) and c not in LOCAL_CLUSTER_COMMANDS
-)
+QUICK_COMMANDS = sorted(c for c in documented_commands() if runs_here(c))
 
 
 @pytest.mark.integration
@@ -161,36 +153,3 @@ def test_quick_docs_command_runs(command: str, primary: str, write_mm2_config) -
         assert document["flows"][0]["topics"] == {topic: f"primary.{topic}"}
     else:
         assert f"    {topic} -> primary.{topic}\n" in proc.stdout and "\nvalid\n" in proc.stdout
-
-
-def _port_taken(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-@pytest.mark.integration
-def test_local_cluster_commands_start_report_and_stop_the_clusters(tmp_path: Path) -> None:
-    """`kafka up`, `status`, `down` as documented, in a scratch directory (their state goes
-    to `.mm2-assets/kafka` under the working directory)."""
-    taken = [p for p in LOCAL_PORTS if _port_taken(p)]
-    if taken:
-        pytest.skip(f"ports {taken} are taken (another demo runs on this machine)")
-
-    def kafka(*args: str) -> tuple[int, str]:
-        proc = run_process([sys.executable, "-m", "mm2_assets.cli", "kafka", *args], cwd=tmp_path)
-        return proc.returncode, proc.stdout + proc.stderr
-
-    try:
-        code, out = kafka("up")
-        assert code == 0, out
-        assert "primary\t127.0.0.1:19092" in out and "backup\t127.0.0.1:19192" in out
-        code, out = kafka("status")
-        assert code == 0, out
-        assert "primary\t127.0.0.1:19092\trunning" in out
-    finally:
-        code, out = kafka("down")
-    assert code == 0, out
-    assert "stopped primary" in out and "stopped backup" in out
-    assert not [p for p in LOCAL_PORTS if _port_taken(p)]
-    code, out = kafka("status")
-    assert code == 1, out

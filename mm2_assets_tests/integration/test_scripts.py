@@ -2,8 +2,9 @@
 
 `test.sh` is CI's own entry point; here it runs with a pytest argument that only collects one
 module, so its setup, lint and pytest start are exercised without running the suite inside
-itself. `demo.sh` runs to the point where the Dagster UI answers, then gets Ctrl-C (SIGINT to
-its process group, as a terminal sends it): it must exit, stop both clusters and leave no
+itself. `demo.sh` runs to the point where the Dagster UI answers (its clusters, started with
+`mm2-assets kafka up`, checked with `kafka status`), then gets Ctrl-C (SIGINT to its process
+group, as a terminal sends it): it must exit, stop both clusters (`kafka down`) and leave no
 process behind. It needs the demo's fixed ports (19092, 19192); on a machine where another
 demo holds them it is skipped.
 """
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -22,17 +23,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.launcher import free_port_pairs
-from mm2_assets_tests.cli_helpers import ROOT, run_process
+from mm2_assets_tests.cli_helpers import DEMO_PORTS, ROOT, port_taken, run_process
 
 pytestmark = pytest.mark.integration
-
-DEMO_PORTS = (19092, 19093, 19192, 19193)
-
-
-def port_taken(port: int) -> bool:
-    """Whether something listens on loopback `port`."""
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def session_processes(session: int) -> list[int]:
@@ -62,6 +55,11 @@ def test_test_script_sets_up_lints_and_starts_pytest() -> None:
     assert "3 tests collected" in proc.stdout
 
 
+def kafka_status() -> subprocess.CompletedProcess[str]:
+    """`mm2-assets kafka status` in this checkout, where demo.sh keeps its clusters' state."""
+    return run_process([sys.executable, "-m", "mm2_assets.cli", "kafka", "status"], timeout=120)
+
+
 def _server_info(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as answer:
@@ -71,6 +69,9 @@ def _server_info(port: int) -> bool:
 
 
 @pytest.mark.docs_command("./scripts/demo.sh")
+@pytest.mark.docs_command(".venv/bin/mm2-assets kafka up")
+@pytest.mark.docs_command(".venv/bin/mm2-assets kafka status")
+@pytest.mark.docs_command(".venv/bin/mm2-assets kafka down")
 def test_demo_script_serves_dagster_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     taken = [p for p in DEMO_PORTS if port_taken(p)]
     if taken:
@@ -104,6 +105,11 @@ def test_demo_script_serves_dagster_and_ctrl_c_stops_everything(tmp_path: Path) 
         assert "TOPIC" in output and "primary.orders" in output, output[-4000:]
         topics = AdminClient({"bootstrap.servers": "127.0.0.1:19192"}).list_topics(timeout=30)
         assert "primary.orders" in topics.topics
+        # The clusters demo.sh started (`kafka up`) as `kafka status` reports them.
+        status = kafka_status()
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "primary\t127.0.0.1:19092\trunning" in status.stdout
+        assert "backup\t127.0.0.1:19192\trunning" in status.stdout
     finally:
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal
         try:
@@ -118,3 +124,6 @@ def test_demo_script_serves_dagster_and_ctrl_c_stops_everything(tmp_path: Path) 
         os.kill(pid, signal.SIGKILL)
     assert not left, f"processes left after Ctrl-C: {left}"
     assert not [p for p in (*DEMO_PORTS, ui_port) if port_taken(p)]
+    # `kafka down` (demo.sh's exit trap) stopped them and forgot them.
+    assert "stopped primary" in log_path.read_text()
+    assert kafka_status().returncode == 1

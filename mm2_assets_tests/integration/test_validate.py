@@ -8,7 +8,6 @@ named with its address within the connect timeout.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.launcher import free_port_pairs
-from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.cli_helpers import run_process
 from mm2_assets_tests.kafka_helpers import create_topic, mm2_properties, unique
 
 pytestmark = pytest.mark.integration
@@ -28,16 +27,12 @@ pytestmark = pytest.mark.integration
 def run_validate_in(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`mm2-assets validate *args` with `directory` as working directory, HOME and TMPDIR,
     and no DAGSTER_HOME or MM2_CONFIG: anything it wrote would land in `directory`."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "MM2_CONFIG", "HOME")}
-    env.update({"PYTHONPATH": str(ROOT), "HOME": str(directory), "TMPDIR": str(directory)})
-    return subprocess.run(
+    home = str(directory)
+    return run_process(
         [sys.executable, "-m", "mm2_assets.cli", "validate", *args],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
+        {"HOME": home, "TMPDIR": home, "DAGSTER_HOME": None},
         timeout=120,
-        check=False,
+        cwd=directory,
     )
 
 
