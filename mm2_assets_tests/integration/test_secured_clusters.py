@@ -446,6 +446,41 @@ def test_replicate_with_a_wrong_password_fails_fast_in_one_line(
     assert_no_secret(done.stdout + done.stderr, "the output of mm2-assets replicate")
 
 
+def test_validate_lists_the_secured_flows_and_names_a_rejected_login(
+    replicated: Pass, secured: LocalCluster, backup: str, tmp_path: Path
+) -> None:
+    """`mm2-assets validate` over SASL_SSL: the secured source's topics and groups with their
+    remote names; with a wrong password, that cluster FAILED naming mechanism and user, exit 1.
+    No password in either output."""
+    env = {CONFIG_ENV: str(replicated.config_path), PASSWORD_ENV: PLAIN_PASSWORD}
+    done = run_cli("validate", "--json", env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    [forward] = [f for f in document["flows"] if f["name"] == "secure->backup"]
+    # The topic filter's one topic, plus the heartbeats MM2 replicates whatever the filter.
+    assert forward["topics"] == {
+        replicated.forward_topic: f"secure.{replicated.forward_topic}",
+        "heartbeats": "secure.heartbeats",
+    }
+    assert forward["groups"] == [replicated.group]
+    assert_no_secret(done.stdout + done.stderr, "the output of mm2-assets validate")
+
+    wrong = tmp_path / "mm2.properties"
+    wrong.write_text(
+        "clusters = secure, backup\n"
+        + secured_properties(secured, tmp_path, WRONG_PASSWORD)
+        + f"backup.bootstrap.servers = {backup}\nsecure->backup.enabled = true\n"
+    )
+    done = run_cli("validate", "--config", str(wrong), env={PASSWORD_ENV: PLAIN_PASSWORD})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        f"cluster secure ({secured.tls_bootstrap_servers}): FAILED: authentication failed for "
+        f"SASL SCRAM-SHA-512 user '{SCRAM_USER}' over SASL_SSL" in done.stdout
+    )
+    assert f"cluster backup ({backup}): reachable" in done.stdout
+    assert_no_secret(done.stdout + done.stderr, "the output of mm2-assets validate")
+
+
 def test_a_dagster_run_with_a_wrong_password_fails_with_the_login_error(
     secured: LocalCluster, backup: str, tmp_path: Path
 ) -> None:
