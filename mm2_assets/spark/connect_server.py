@@ -199,15 +199,20 @@ def server_environment(home: Path | None = None) -> dict[str, str]:
     return env
 
 
-def is_server_process(pid: int) -> bool:
-    """True when `pid` is alive and is a Spark Connect server (not a reused pid)."""
+def is_java_process_of(pid: int, main_class: str) -> bool:
+    """True when `pid` is alive and its command line names `main_class` (not a reused pid)."""
     if not pid_alive(pid):
         return False
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:  # gone since, or not ours to read
         return False
-    return SERVER_CLASS.encode() in command
+    return main_class.encode() in command
+
+
+def is_server_process(pid: int) -> bool:
+    """True when `pid` is alive and is a Spark Connect server (not a reused pid)."""
+    return is_java_process_of(pid, SERVER_CLASS)
 
 
 def descendants(pid: int) -> list[int]:
@@ -313,12 +318,17 @@ def _wait_ready(server: ConnectServer, process: subprocess.Popen[bytes], timeout
 def stop_server(server: ConnectServer, *, grace: float = 30.0) -> None:
     """Stop the server (SIGTERM, SIGKILL after `grace` s) and wait until neither it nor any
     process it started (its Python daemon and workers) is left."""
-    if not is_server_process(server.pid):
-        return
-    below = descendants(server.pid)
-    terminate(server.pid, grace)
-    # The Python daemon leaves when its stdin, a pipe from the JVM, closes, and takes its
-    # workers along; give it a moment, then end whatever the server left by its pid.
+    if is_server_process(server.pid):
+        terminate_tree(server.pid, grace)
+
+
+def terminate_tree(top: int, grace: float = 30.0) -> None:
+    """Stop a Spark JVM (SIGTERM, SIGKILL after `grace` s) and wait until no process it
+    started (executors, Python daemons and workers) is left."""
+    below = descendants(top)
+    terminate(top, grace)
+    # A Python daemon leaves when its stdin, a pipe from the JVM, closes, and takes its
+    # workers along; give it a moment, then end whatever the JVM left by its pid.
     deadline = time.monotonic() + 10
     for pid in below:
         while pid_alive(pid) and time.monotonic() < deadline:
