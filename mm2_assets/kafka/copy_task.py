@@ -171,10 +171,12 @@ class CopyResult:
     restarted: int = 0
     topic_deleted: int = 0
     # Where the task ran (set by the Spark job): the executor (`driver` in local mode), its
-    # host and JVM pid, and the file the task's `mm2_assets` was imported from.
+    # host, JVM pid and that JVM's parent (a standalone worker), and the file the task's
+    # `mm2_assets` was imported from.
     executor_id: str = ""
     executor_host: str = ""
     executor_pid: int = 0
+    executor_parent_pid: int = 0
     package_file: str = ""
 
 

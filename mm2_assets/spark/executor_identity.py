@@ -20,12 +20,14 @@ _MAX_DEPTH = 8
 
 @dataclass(frozen=True)
 class ExecutorIdentity:
-    """Where a task ran: Spark's executor id (`driver` in local mode), its host and the pid
-    of the executor's JVM."""
+    """Where a task ran: Spark's executor id (`driver` in local mode), its host, the pid of
+    the executor's JVM and of that JVM's parent (on a standalone cluster: the worker that
+    launched the executor)."""
 
     executor_id: str
     host: str
     executor_pid: int
+    parent_pid: int = 0
 
 
 def _parent(pid: int) -> int:
@@ -55,8 +57,8 @@ def executor_identity() -> ExecutorIdentity:
                 executor_id = command[index + 1].decode()
                 if b"--hostname" in command:
                     host = command[command.index(b"--hostname") + 1].decode()
-                return ExecutorIdentity(executor_id, host, pid)
-            return ExecutorIdentity("driver", host, pid)
+                return ExecutorIdentity(executor_id, host, pid, _parent(pid))
+            return ExecutorIdentity("driver", host, pid, _parent(pid))
     except (OSError, IndexError, ValueError):  # no /proc (not Linux) or a process gone
         pass
     return ExecutorIdentity("unknown", host, 0)

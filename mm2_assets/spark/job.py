@@ -52,6 +52,7 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
             executor_id=where.executor_id,
             executor_host=where.host,
             executor_pid=where.executor_pid,
+            executor_parent_pid=where.parent_pid,
             package_file=package,
         )
         for r in results
@@ -59,13 +60,19 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
 
 
 def executors_of(results: Sequence[CopyResult]) -> dict[str, dict[str, object]]:
-    """Where the copy tasks ran, per executor id: host, JVM pid, partitions copied and the
-    file `mm2_assets` was imported from (on a cluster, the zip the driver shipped)."""
+    """Where the copy tasks ran, per executor id: host, JVM pid and its parent's (a
+    standalone worker's), partitions copied and the file `mm2_assets` was imported from (on
+    a cluster, the zip the driver shipped)."""
     found: dict[str, dict[str, object]] = {}
     for r in results:
         entry = found.setdefault(
             r.executor_id,
-            {"host": r.executor_host, "pid": r.executor_pid, "partitions": 0},
+            {
+                "host": r.executor_host,
+                "pid": r.executor_pid,
+                "parent_pid": r.executor_parent_pid,
+                "partitions": 0,
+            },
         )
         entry["partitions"] = int(str(entry["partitions"])) + 1
         entry["package"] = r.package_file
