@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -25,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from mm2_assets.kafka.launcher import (
@@ -37,6 +36,7 @@ from mm2_assets.kafka.launcher import (
     terminate,
 )
 from mm2_assets.kafka.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
+from mm2_assets.spark import state_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 STATE_FILE = "server.json"
@@ -345,17 +345,12 @@ def server_is_running(server: ConnectServer) -> bool:
 
 def write_state(server: ConnectServer) -> Path:
     """Record a detached server so `down` and `status` find it later."""
-    path = Path(server.state_dir) / STATE_FILE
-    path.write_text(json.dumps(asdict(server), indent=2))
-    return path
+    return state_file.write_state(Path(server.state_dir) / STATE_FILE, server)
 
 
 def read_state(state_dir: Path) -> ConnectServer | None:
     """The server recorded in `state_dir`, if any."""
-    path = state_dir / STATE_FILE
-    if not path.exists():
-        return None
-    return ConnectServer(**json.loads(path.read_text()))
+    return state_file.read_state(state_dir / STATE_FILE, ConnectServer)
 
 
 def stop_recorded(state_dir: Path) -> ConnectServer | None:

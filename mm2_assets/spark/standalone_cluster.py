@@ -16,16 +16,16 @@ cluster has the project's dependencies (confluent-kafka, pyarrow) installed on e
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mm2_assets.kafka.launcher import die_with_parent, free_port_pairs, log_tail, port_is_free
 from mm2_assets.kafka.runtime import find_java
+from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import (
     accepts_connections,
     is_java_process_of,
@@ -243,17 +243,12 @@ def cluster_is_running(cluster: StandaloneCluster) -> bool:
 
 def write_state(cluster: StandaloneCluster) -> Path:
     """Record a detached cluster so `down` and `status` find it later."""
-    path = Path(cluster.state_dir) / STATE_FILE
-    path.write_text(json.dumps(asdict(cluster), indent=2))
-    return path
+    return state_file.write_state(Path(cluster.state_dir) / STATE_FILE, cluster)
 
 
 def read_state(state_dir: Path) -> StandaloneCluster | None:
     """The cluster recorded in `state_dir`, if any."""
-    path = state_dir / STATE_FILE
-    if not path.exists():
-        return None
-    return StandaloneCluster(**json.loads(path.read_text()))
+    return state_file.read_state(state_dir / STATE_FILE, StandaloneCluster)
 
 
 def stop_recorded(state_dir: Path) -> StandaloneCluster | None:
