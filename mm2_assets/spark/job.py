@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
-import mm2_assets
 from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, run_copy_task
 from mm2_assets.kafka.replication_plan import spread
 from mm2_assets.spark.executor_identity import executor_identity
@@ -45,7 +44,8 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
     except KafkaException as exc:
         raise spec.kafka_failure(exc) from exc
     where = executor_identity()
-    package = os.path.abspath(mm2_assets.__file__)
+    # This module's own file: inside the zip the driver shipped, on a cluster.
+    package = os.path.abspath(__file__)
     return [
         replace(
             r,
