@@ -145,9 +145,14 @@ def test_secret_spark_values_stay_out_of_the_resource_config(tmp_path) -> None:
     assert "s3cr3t-value" not in repr(resource)
     # ...the session gets it from the file when it starts.
     assert resource.effective_config()["spark.authenticate.secret"] == "s3cr3t-value"
+    # An error about a secret key shows the key, never the value.
     with pytest.raises(MM2ConfigError) as info:
-        parse("mm2assets.spark.conf.spark.authenticate.secret = x\nprimary.mm2assets.spark.y = 1\n")
+        parse("primary->backup.mm2assets.spark.conf.spark.authenticate.secret = s3cr3t-value\n")
     assert "s3cr3t" not in str(info.value)
+    assert str(info.value).startswith(
+        "mm2.properties: primary->backup.mm2assets.spark.conf.spark.authenticate.secret="
+        "'[hidden]': Spark settings are global"
+    )
 
 
 def test_local_slots() -> None:
