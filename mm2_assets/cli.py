@@ -17,6 +17,8 @@ from mm2_assets.mm2.settings import replace_reference_block
 from mm2_assets.spark.class_archive import ClassArchiveError, ensure_class_archive
 from mm2_assets.spark.connect_server import ConnectServerError
 from mm2_assets.spark.connect_server import register_cli as register_spark_connect
+from mm2_assets.spark.standalone_cluster import ClusterError
+from mm2_assets.spark.standalone_cluster import register_cli as register_spark_cluster
 
 DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
 
@@ -209,7 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_kafka_fetch)
     register_translate_offsets(commands)
 
-    spark = commands.add_parser("spark", help="the local Spark driver and Connect server")
+    spark = commands.add_parser(
+        "spark", help="the local Spark driver, Connect server and standalone cluster"
+    )
     spark_commands = spark.add_subparsers(dest="spark_command", required=True)
     archive = spark_commands.add_parser(
         "archive",
@@ -218,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     archive.add_argument("--force", action="store_true", help="recreate it even if present")
     archive.set_defaults(func=_spark_archive)
     register_spark_connect(spark_commands)
+    register_spark_cluster(spark_commands)
 
     config = commands.add_parser("config", help="the mm2.properties settings")
     config_commands = config.add_subparsers(dest="config_command", required=True)
@@ -280,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runtime.KafkaRuntimeError,
         ClassArchiveError,
         ConnectServerError,
+        ClusterError,
     ) as exc:
         print(f"mm2-assets: {exc}", file=sys.stderr)
         return 2

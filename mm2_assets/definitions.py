@@ -86,7 +86,7 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         asset_checks=checks,
         sensors=sensors,
         jobs=jobs,
-        resources={"spark": spark or SparkResource()},
+        resources={"spark": spark or SparkResource.from_settings(config.spark, config.source_path)},
         # One process per run, not per step: a step process costs seconds and memory, and a
         # flow's steps are small except the Spark copy, which parallelizes inside Spark.
         executor=dg.in_process_executor,

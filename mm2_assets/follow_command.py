@@ -1,20 +1,20 @@
 """`mm2-assets follow`: every enabled flow's follower in the foreground, for operators and
 benchmarks (and, as MM2 does, heartbeats for the pairs that are not enabled).
 
-One process, one local Spark session; each flow's follower runs in a thread and gets its
-share of the Spark slots. It prints one line per flow and report window. Ctrl-C or SIGTERM
-stops every follower cleanly (Spark jobs cancelled, tasks fenced, no transaction left open)
-and exits 0; a follower that fails stops the others and exits 1.
+One process, one Spark session (`mm2assets.spark.*`, local by default); each flow's follower
+runs in a thread and gets its share of the Spark slots. It prints one line per flow and
+report window. Ctrl-C or SIGTERM stops every follower cleanly (Spark jobs cancelled, tasks
+fenced, no transaction left open) and exits 0; a follower that fails stops the others and exits 1.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -25,7 +25,9 @@ from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.kafka.replication_state import recreation_warnings
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+from mm2_assets.mm2.errors import UsageError
+from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
+from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow, spark_slots
 
 
 class PrintingReporter(FollowerReporter):
@@ -69,10 +71,30 @@ class PrintingReporter(FollowerReporter):
         self._print(f"{what} failed (retried): {error}", error=True)
 
 
-def _spark_for(flows: int) -> tuple[SparkResource, int]:
-    """A local Spark resource with at least one slot per flow, and the slots per flow."""
-    slots = max(os.cpu_count() or 1, flows)
-    return SparkResource(master=f"local[{slots}]"), max(1, slots // flows)
+def spark_for(
+    settings: SparkSettings, config_file: Path | None, flows: int
+) -> tuple[SparkResource, int]:
+    """The Spark resource of `settings` and the copy tasks each of `flows` followers runs.
+
+    Every follower holds its tasks for good, so together they must fit in Spark's slots: a
+    task without a slot would never run and its partitions never be copied. A local Spark
+    gets one slot per core (at least one per flow); any other Spark is asked for its slots
+    (`defaultParallelism`: the executors' cores, or `spark.default.parallelism`), and too few
+    for the flows is an error.
+    """
+    if settings.is_local:
+        slots = max(local_slots(settings.master), flows)
+        local = replace(settings, master=f"local[{slots}]")
+        return SparkResource.from_settings(local, config_file), max(1, slots // flows)
+    spark = SparkResource.from_settings(settings, config_file)
+    slots = spark_slots(spark.spark_session)
+    if slots < flows:
+        raise UsageError(
+            f"{settings.describe()} has {slots} task slots, fewer than the {flows} flows to "
+            "follow (each follower needs at least one): add executor cores or set "
+            "mm2assets.spark.conf.spark.default.parallelism"
+        )
+    return spark, slots // flows
 
 
 def follow(config_path: Path) -> int:
@@ -85,7 +107,7 @@ def follow(config_path: Path) -> int:
     enabled = {flow.name for flow in config.flows}
     flows = [*config.flows, *(f for f in config.heartbeat_flows if f.name not in enabled)]
     probe_clusters(config, (a for f in flows for a in (f.source_alias, f.target_alias)))
-    spark, per_flow = _spark_for(len(config.flows))
+    spark, per_flow = spark_for(config.spark, config.source_path, len(config.flows))
     stop = threading.Event()
     failures: list[str] = []
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from dagster_pyspark import PySparkResource
 from pydantic import PrivateAttr
 
+from mm2_assets.mm2.spark_settings import SparkSettings
 from mm2_assets.spark.class_archive import driver_java_options
 
 # Local-mode settings: quiet, no UI port, Python workers from this interpreter.
@@ -33,14 +35,31 @@ class SparkResource(PySparkResource):
     `$SPARK_REMOTE` when `remote` is unset, to run the same job through Spark Connect (for
     example the server of `mm2-assets spark connect up`), or `master` to a cluster URL.
     `spark_config` adds or overrides Spark settings. Runs that need no Spark work (nothing
-    lagging) never pay the session start-up.
+    lagging) never pay the session start-up. `from_settings` builds it from the MM2 file's
+    `mm2assets.spark.*` settings (`MM2Config.spark`).
+
+    Outside local mode the session ships this process's `mm2_assets` to the executors as a
+    zip (`SparkContext.addPyFile`), so they run the driver's code, as on any real cluster.
     """
 
     master: str = "local[*]"
     remote: str | None = None
     app_name: str = "mm2-assets"
     spark_config: dict[str, Any] = {}
+    # The MM2 properties file whose secret `mm2assets.spark.conf.*` values the session adds
+    # when it starts: Dagster shows a resource's config in its UI, so they are never in it.
+    secret_config_file: str | None = None
     _session: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def from_settings(cls, settings: SparkSettings, config_file: Path | None) -> SparkResource:
+        """The resource for `settings` (`MM2Config.spark`) of the file `config_file`."""
+        return cls(
+            master=settings.master,
+            remote=settings.remote,
+            spark_config=settings.public_conf(),
+            secret_config_file=str(config_file) if config_file and settings.secret_conf() else None,
+        )
 
     def setup_for_execution(self, context: Any) -> None:
         """Nothing at run start: the session starts lazily in `spark_session`."""
@@ -53,10 +72,19 @@ class SparkResource(PySparkResource):
             raise ValueError(f"{source} must be a Spark Connect URL, sc://host:port: {remote!r}")
         return remote
 
+    def _secret_config(self) -> dict[str, str]:
+        if self.secret_config_file is None:
+            return {}
+        from mm2_assets.mm2.config import load_mm2_config
+
+        return load_mm2_config(self.secret_config_file).spark.secret_conf()
+
     def effective_config(self) -> dict[str, str]:
-        """The Spark settings the session is built with."""
+        """The Spark settings the session is built with (secret values included: never show
+        them; `SparkSettings.masked_conf` does that)."""
         conf: dict[str, str] = {"spark.app.name": self.app_name}
         user = {k: str(v) for k, v in self.spark_config.items()}
+        user.update(self._secret_config())
         remote = self.remote_url()
         if remote:
             conf["spark.remote"] = remote
@@ -84,7 +112,14 @@ class SparkResource(PySparkResource):
             # Workers must import mm2_assets and confluent_kafka: use this interpreter.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder
-            for key, value in self.effective_config().items():
+            config = self.effective_config()
+            for key, value in config.items():
                 builder = builder.config(key, value)
-            self._session = builder.getOrCreate()
+            session = builder.getOrCreate()
+            if not config.get("spark.master", "").startswith("local"):
+                from mm2_assets.spark.connect_session import package_zip
+
+                # Executors elsewhere import mm2_assets from this zip, first on their path.
+                session.sparkContext.addPyFile(str(package_zip()))
+            self._session = session
         return self._session

@@ -170,6 +170,14 @@ class CopyResult:
     lost_to_retention: int = 0
     restarted: int = 0
     topic_deleted: int = 0
+    # Where the task ran (set by the Spark job): the executor (`driver` in local mode), its
+    # host, JVM pid and that JVM's parent (a standalone worker), and the file the task's
+    # `mm2_assets` was imported from.
+    executor_id: str = ""
+    executor_host: str = ""
+    executor_pid: int = 0
+    executor_parent_pid: int = 0
+    package_file: str = ""
 
 
 @dataclass

@@ -79,6 +79,7 @@ from mm2_assets.mm2.policy import ReplicationPolicy, load_replication_policy
 from mm2_assets.mm2.properties import parse_java_properties
 from mm2_assets.mm2.selection import remote_topic_map
 from mm2_assets.mm2.settings import Setting, SettingValueError
+from mm2_assets.mm2.spark_settings import SPARK_PREFIX, SparkSettings, spark_settings
 
 __all__ = [
     "CONFIG_ENV",
@@ -286,7 +287,8 @@ class MM2Config:
     `flows` are the flows MM2 would replicate; `heartbeat_flows` every pair MM2 runs a heartbeat
     connector for (emitting into the pair's target, enabled or not — MM2 does this so heartbeats
     reach the source of a reverse flow). `ignored` lists top-level keys MM2 silently ignores,
-    with the reason. `properties` are the file's properties with `${...}` resolved.
+    with the reason. `properties` are the file's properties with `${...}` resolved. `spark` is
+    where the copy job runs (`mm2assets.spark.*`, global), the environment applied.
     """
 
     source_name: str
@@ -296,6 +298,7 @@ class MM2Config:
     heartbeat_flows: tuple[FlowConfig, ...]
     properties: Mapping[str, str] = field(repr=False)
     ignored: Mapping[str, str] = field(default_factory=lambda: FrozenMapping[str]())
+    spark: SparkSettings = field(default_factory=SparkSettings)
 
     def flow(self, name: str) -> FlowConfig:
         """The enabled flow named `src->tgt` or keyed `src_to_tgt`; KeyError if none."""
@@ -308,9 +311,12 @@ class MM2Config:
 class _Builder:
     """Turns resolved properties into the model; owns the error context (file name)."""
 
-    def __init__(self, props: Mapping[str, str], source_name: str) -> None:
+    def __init__(
+        self, props: Mapping[str, str], source_name: str, environ: Mapping[str, str]
+    ) -> None:
         self.props = dict(props)
         self.source = source_name
+        self.environ = environ
 
     def error(
         self, reason: str, key: str | None = None, value: str | None = None
@@ -401,7 +407,9 @@ class _Builder:
         base: dict[str, str] = {}
         ignored: dict[str, str] = {}
         for key, value in self.props.items():
-            if key == CLUSTERS_KEY or key.startswith(CONFIG_PROVIDERS_KEY) or "->" in key:
+            if key == CLUSTERS_KEY or key.startswith((CONFIG_PROVIDERS_KEY, SPARK_PREFIX)):
+                continue  # not a flow's: the file's and the Spark session's
+            if "->" in key:
                 continue
             if key in FLOW_DEFAULTS:
                 base[key] = value
@@ -501,6 +509,8 @@ class _Builder:
 
     def build(self, source_path: Path | None) -> MM2Config:
         aliases = self.aliases()
+        # Before the flows: a flow-scoped Spark key is reported as such, not as a flow error.
+        spark = spark_settings(self.props, self.source, self.environ)
         self.check_flow_keys(aliases)
         clusters = {alias: self.cluster(alias) for alias in aliases}
         base, ignored = self.base_flow_properties(aliases)
@@ -525,6 +535,7 @@ class _Builder:
             heartbeat_flows=tuple(p for p in pairs if p.emit_heartbeats_enabled),
             properties=FrozenMapping(self.props),
             ignored=FrozenMapping(ignored),
+            spark=spark,
         )
 
 
@@ -542,7 +553,8 @@ def build_mm2_config(
 ) -> MM2Config:
     """Build the model from already-parsed properties (config providers are resolved here).
 
-    `environ` replaces the process environment for `${env:...}` references.
+    `environ` replaces the process environment for `${env:...}` references and the Spark
+    variables (`spark_settings`).
     """
     cleaned = {key.strip(): value for key, value in props.items()}
     try:
@@ -552,7 +564,9 @@ def build_mm2_config(
         raise MM2ConfigError(
             exc.reason, source=source_name, key=key, value=cleaned.get(key) if key else None
         ) from exc
-    return _Builder(resolved, source_name).build(source_path)
+    return _Builder(resolved, source_name, os.environ if environ is None else environ).build(
+        source_path
+    )
 
 
 def parse_mm2_properties(

@@ -63,6 +63,7 @@ from mm2_assets.mm2.settings import (
     plugin,
     reference_markdown,
 )
+from mm2_assets.mm2.spark_settings import SPARK_SETTINGS
 from mm2_assets.mm2.topic_configs import UseIncrementalAlterConfigs
 
 __all__ = [
@@ -433,4 +434,4 @@ FLOW_DEFAULTS: Mapping[str, str] = FrozenMapping({s.key: s.default for s in SETT
 
 def reference() -> str:
     """The configuration reference of every key as Markdown (docs/configuration.md)."""
-    return reference_markdown(SETTINGS)
+    return reference_markdown((*SETTINGS, *SPARK_SETTINGS))

@@ -332,6 +332,8 @@ class Setting:
     @property
     def group(self) -> str:
         """The configuration reference section the setting is listed in."""
+        if self.key.startswith(_GLOBAL_PREFIX):
+            return _GLOBAL_GROUP
         if self.ours:
             return "mm2-assets settings"
         return "KIP settings" if self.kip else "MM2 connector settings"
@@ -380,7 +382,10 @@ def declared_settings(cls: type) -> tuple[Setting, ...]:
 
 REFERENCE_BEGIN = "<!-- config-reference:begin -->"
 REFERENCE_END = "<!-- config-reference:end -->"
-_GROUPS = ("MM2 connector settings", "KIP settings", "mm2-assets settings")
+# Settings of the whole process rather than of a flow (one Spark session serves every flow).
+_GLOBAL_PREFIX = "mm2assets.spark."
+_GLOBAL_GROUP = "mm2-assets Spark settings (global: no flow prefix)"
+_GROUPS = ("MM2 connector settings", "KIP settings", "mm2-assets settings", _GLOBAL_GROUP)
 
 
 def _cell(text: str) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -25,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from mm2_assets.kafka.launcher import (
@@ -37,6 +36,7 @@ from mm2_assets.kafka.launcher import (
     terminate,
 )
 from mm2_assets.kafka.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
+from mm2_assets.spark import state_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 STATE_FILE = "server.json"
@@ -199,15 +199,20 @@ def server_environment(home: Path | None = None) -> dict[str, str]:
     return env
 
 
-def is_server_process(pid: int) -> bool:
-    """True when `pid` is alive and is a Spark Connect server (not a reused pid)."""
+def is_java_process_of(pid: int, main_class: str) -> bool:
+    """True when `pid` is alive and its command line names `main_class` (not a reused pid)."""
     if not pid_alive(pid):
         return False
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:  # gone since, or not ours to read
         return False
-    return SERVER_CLASS.encode() in command
+    return main_class.encode() in command
+
+
+def is_server_process(pid: int) -> bool:
+    """True when `pid` is alive and is a Spark Connect server (not a reused pid)."""
+    return is_java_process_of(pid, SERVER_CLASS)
 
 
 def descendants(pid: int) -> list[int]:
@@ -313,12 +318,17 @@ def _wait_ready(server: ConnectServer, process: subprocess.Popen[bytes], timeout
 def stop_server(server: ConnectServer, *, grace: float = 30.0) -> None:
     """Stop the server (SIGTERM, SIGKILL after `grace` s) and wait until neither it nor any
     process it started (its Python daemon and workers) is left."""
-    if not is_server_process(server.pid):
-        return
-    below = descendants(server.pid)
-    terminate(server.pid, grace)
-    # The Python daemon leaves when its stdin, a pipe from the JVM, closes, and takes its
-    # workers along; give it a moment, then end whatever the server left by its pid.
+    if is_server_process(server.pid):
+        terminate_tree(server.pid, grace)
+
+
+def terminate_tree(top: int, grace: float = 30.0) -> None:
+    """Stop a Spark JVM (SIGTERM, SIGKILL after `grace` s) and wait until no process it
+    started (executors, Python daemons and workers) is left."""
+    below = descendants(top)
+    terminate(top, grace)
+    # A Python daemon leaves when its stdin, a pipe from the JVM, closes, and takes its
+    # workers along; give it a moment, then end whatever the JVM left by its pid.
     deadline = time.monotonic() + 10
     for pid in below:
         while pid_alive(pid) and time.monotonic() < deadline:
@@ -335,17 +345,12 @@ def server_is_running(server: ConnectServer) -> bool:
 
 def write_state(server: ConnectServer) -> Path:
     """Record a detached server so `down` and `status` find it later."""
-    path = Path(server.state_dir) / STATE_FILE
-    path.write_text(json.dumps(asdict(server), indent=2))
-    return path
+    return state_file.write_state(Path(server.state_dir) / STATE_FILE, server)
 
 
 def read_state(state_dir: Path) -> ConnectServer | None:
     """The server recorded in `state_dir`, if any."""
-    path = state_dir / STATE_FILE
-    if not path.exists():
-        return None
-    return ConnectServer(**json.loads(path.read_text()))
+    return state_file.read_state(state_dir / STATE_FILE, ConnectServer)
 
 
 def stop_recorded(state_dir: Path) -> ConnectServer | None:

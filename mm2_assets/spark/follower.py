@@ -115,6 +115,12 @@ def follower_slots(flow: FlowConfig, spark: Any) -> int:
     """How many copy tasks a follower runs: `tasks.max` when set, else Spark's slots."""
     if "tasks.max" in flow.properties:
         return flow.tasks_max
+    return spark_slots(spark)
+
+
+def spark_slots(spark: Any) -> int:
+    """How many tasks `spark` runs at once: `defaultParallelism` (Spark Connect: the
+    `spark.default.parallelism` setting, else 2, Spark's minimum)."""
     if is_spark_connect(spark):
         return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
     return max(1, spark.sparkContext.defaultParallelism)

@@ -11,14 +11,16 @@ so there the same tasks run through `mapInArrow`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
 from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, run_copy_task
 from mm2_assets.kafka.replication_plan import spread
+from mm2_assets.spark.executor_identity import executor_identity
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,9 +40,43 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
     """`run_copy_task` in a Spark task: a client error fails the task (and the run) naming
     the flow's clusters, not as a bare librdkafka error."""
     try:
-        return run_copy_task(spec)
+        results = run_copy_task(spec)
     except KafkaException as exc:
         raise spec.kafka_failure(exc) from exc
+    where = executor_identity()
+    # This module's own file: inside the zip the driver shipped, on a cluster.
+    package = os.path.abspath(__file__)
+    return [
+        replace(
+            r,
+            executor_id=where.executor_id,
+            executor_host=where.host,
+            executor_pid=where.executor_pid,
+            executor_parent_pid=where.parent_pid,
+            package_file=package,
+        )
+        for r in results
+    ]
+
+
+def executors_of(results: Sequence[CopyResult]) -> dict[str, dict[str, object]]:
+    """Where the copy tasks ran, per executor id: host, JVM pid and its parent's (a
+    standalone worker's), partitions copied and the file `mm2_assets` was imported from (on
+    a cluster, the zip the driver shipped)."""
+    found: dict[str, dict[str, object]] = {}
+    for r in results:
+        entry = found.setdefault(
+            r.executor_id,
+            {
+                "host": r.executor_host,
+                "pid": r.executor_pid,
+                "parent_pid": r.executor_parent_pid,
+                "partitions": 0,
+            },
+        )
+        entry["partitions"] = int(str(entry["partitions"])) + 1
+        entry["package"] = r.package_file
+    return found
 
 
 def run_copy_tasks(

@@ -14,7 +14,7 @@ from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.kafka.replication_state import PartitionState, recreation_warnings
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings, source_hazards
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.spark.job import run_copy_tasks
+from mm2_assets.spark.job import executors_of, run_copy_tasks
 
 
 def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) -> dg.AssetSpec:
@@ -160,6 +160,7 @@ def replicated_topics_asset(
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
                 "partitions": _partition_table(plan.states, by_partition),
+                "spark_executors": dg.MetadataValue.json(executors_of(results)),
                 **hazard_metadata(hazards),
             }
         )
