@@ -66,8 +66,11 @@ class LocalPostgres:
 
     @property
     def url(self) -> str:
-        """The connection URL (trust authentication: no password in it)."""
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{DATABASE}"
+        """The SQLAlchemy URL dagster-postgres takes (trust authentication: no password).
+
+        The driver is named: SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3, while
+        dagster-postgres installs psycopg2."""
+        return f"postgresql+psycopg2://{USER}@127.0.0.1:{self.port}/{DATABASE}"
 
 
 def _version_key(name: str) -> tuple[int, ...]:
@@ -144,7 +147,8 @@ def _is_postgres(pid: int, data_dir: Path) -> bool:
     return bool(command) and command[0].endswith(b"/postgres") and str(data_dir).encode() in command
 
 
-def _connect(port: int, database: str = DATABASE, timeout: int = 3) -> connection:
+def connect(port: int, database: str = DATABASE, timeout: int = 3) -> connection:
+    """A psycopg2 connection to the local server on `port` as `mm2assets`."""
     import psycopg2
 
     return psycopg2.connect(
@@ -166,7 +170,7 @@ def _create_database(
                 f"of {server.log_file}:\n{log_tail(Path(server.log_file))}"
             )
         try:
-            connection = _connect(server.port, "postgres")
+            connection = connect(server.port, "postgres")
             break
         except psycopg2.OperationalError:
             if time.monotonic() > deadline:
@@ -301,7 +305,7 @@ def postgres_is_running(server: LocalPostgres) -> bool:
     if not _is_postgres(server.pid, Path(server.state_dir) / "data"):
         return False
     try:
-        _connect(server.port).close()
+        connect(server.port).close()
     except psycopg2.OperationalError:
         return False
     return True
