@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ import pytest
 
 from mm2_assets.defs.replication.follower import PID_TAG
 from mm2_assets.defs.run_requests import FLOW_TAG, WORK_FOLLOW, WORK_TAG
+from mm2_assets.deploy.instance import PRODUCTION_CONFIG
 from mm2_assets.deploy.postgres import (
     STATE_FILE,
     URL_ENV,
@@ -37,16 +40,32 @@ from mm2_assets.deploy.postgres import (
     stop_postgres,
 )
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.launcher import pid_alive
+from mm2_assets.kafka.launcher import free_port_pairs, pid_alive
 from mm2_assets.mm2.config import CONFIG_ENV
 from mm2_assets.spark.connect_server import descendants
-from mm2_assets_tests.cli_helpers import ROOT, run_cli
+from mm2_assets_tests.cli_helpers import ROOT, run_process
 from mm2_assets_tests.integration.test_follower import replicated, wait_for
 from mm2_assets_tests.kafka_helpers import create_filled_topic, recent_ms, tricky_records, unique
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
+INIT = '.venv/bin/mm2-assets instance init --postgres "$DAGSTER_HOME"'
+DAEMON = ".venv/bin/dagster-daemon run -m mm2_assets.definitions"
+WEBSERVER = (
+    '.venv/bin/dagster-webserver -m mm2_assets.definitions -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}"'
+)
+
+
+def shell(command: str) -> list[str]:
+    """A documented command line as `bash -c` runs it, with `.venv/bin/` meaning this
+    interpreter's environment and `mm2-assets` this checkout's CLI."""
+
+    def resolve(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f"{sys.executable} -m mm2_assets.cli" if name == "mm2-assets" else f"{BIN}/{name}"
+
+    return ["bash", "-c", re.sub(r"^\.venv/bin/(\S+)", resolve, command)]
 
 
 def shared_dir() -> Path:
@@ -129,8 +148,6 @@ def deployment(
     """`dagster-daemon run` on an instance initialised with the production dagster.yaml."""
     directory = tmp_path_factory.mktemp("production")
     home = directory / "dagster_home"
-    init = run_cli("instance", "init", "--postgres", str(home))
-    assert init.returncode == 0, init.stderr
     topic = unique("pg-replicated")
     create_filled_topic(primary, topic, tricky_records(2, 40, seed=15, ts0=recent_ms(600)))
     config = module_config(directory, primary, backup, topic)
@@ -141,8 +158,11 @@ def deployment(
         CONFIG_ENV: str(config),
         URL_ENV: postgres.url,
     }
+    init = run_process(shell(INIT), env)
+    assert init.returncode == 0, init.stderr
+    assert (home / "dagster.yaml").read_text() == PRODUCTION_CONFIG.read_text()
     daemon = subprocess.Popen(
-        [str(BIN / "dagster-daemon"), "run", "-m", "mm2_assets.definitions"],
+        shell(DAEMON),
         cwd=ROOT,
         env=env,
         stdout=(directory / "daemon.log").open("w"),
@@ -174,6 +194,25 @@ def terminate_runs(instance: dg.DagsterInstance) -> None:
             os.kill(int(pid), signal.SIGTERM)
 
 
+def graphql_runs(port: int) -> dict[str, str] | None:
+    """Run id → status as the webserver on `port` shows them, None while it does not answer."""
+    query = "{ runsOrError { ... on Runs { results { runId status } } } }"
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            results = json.load(response)["data"]["runsOrError"]["results"]
+    except OSError:
+        return None
+    return {r["runId"]: r["status"] for r in results}
+
+
+@pytest.mark.docs_command(INIT)
+@pytest.mark.docs_command(DAEMON)
+@pytest.mark.docs_command(WEBSERVER)
 def test_daemon_replicates_with_runs_and_events_in_postgres(
     deployment: Deployment, postgres: LocalPostgres, primary: str, backup: str
 ) -> None:
@@ -181,10 +220,14 @@ def test_daemon_replicates_with_runs_and_events_in_postgres(
     wait_for("the daemon's replication of the topic", replicated(primary, backup, topic, 2), 240)
     flow = load_checked_config(deployment.config).flows[0]
     assert flow.name == "primary->backup"
-    succeeded = [
-        r for r in runs_of(deployment.instance, flow.key) if r.status == dg.DagsterRunStatus.SUCCESS
-    ]
-    assert succeeded, "no successful replication run recorded"
+
+    def succeeded_runs() -> list[dg.DagsterRun]:
+        runs = runs_of(deployment.instance, flow.key)
+        return [r for r in runs if r.status == dg.DagsterRunStatus.SUCCESS]
+
+    # The records are visible once the copy commits; the run ends a moment later.
+    wait_for("a successful replication run", succeeded_runs, 120)
+    succeeded = succeeded_runs()
     # Runs, their events and the sensors' ticks are rows in PostgreSQL ...
     run_ids = {row[0] for row in sql(postgres, "SELECT run_id FROM runs")}
     assert {r.run_id for r in succeeded} <= run_ids
@@ -196,6 +239,32 @@ def test_daemon_replicates_with_runs_and_events_in_postgres(
     assert ticks > 0
     # ... and nothing went to SQLite in DAGSTER_HOME.
     assert not [p for p in deployment.home.rglob("*") if p.suffix in {".db", ".sqlite"}]
+    # The webserver on the same instance shows those runs, and stops on SIGTERM.
+    port = free_port_pairs(1)[0][0]
+    webserver = subprocess.Popen(
+        shell(WEBSERVER),
+        cwd=ROOT,
+        env={**deployment.env, "DAGSTER_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        shown: dict[str, dict[str, str] | None] = {}
+
+        def answers() -> bool:
+            shown["runs"] = graphql_runs(port)
+            return shown["runs"] is not None
+
+        wait_for("the webserver", answers, 120)
+        assert shown["runs"] is not None
+        assert shown["runs"][succeeded[0].run_id] == "SUCCESS"
+    finally:
+        below = descendants(webserver.pid)
+        webserver.send_signal(signal.SIGTERM)
+        webserver.wait(60)
+    # Its code server follows once it sees the webserver gone.
+    wait_for("the webserver's processes to end", lambda: not [p for p in below if pid_alive(p)], 60)
 
 
 def test_one_copying_run_per_flow_while_other_flows_run(deployment: Deployment) -> None:
