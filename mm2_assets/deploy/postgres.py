@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import json
 import os
 import pwd
 import re
@@ -27,11 +26,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mm2_assets.kafka.launcher import free_port_pairs, log_tail, pid_alive, port_is_free
+from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import descendants
 
 if TYPE_CHECKING:
@@ -313,17 +313,12 @@ def postgres_is_running(server: LocalPostgres) -> bool:
 
 def write_state(server: LocalPostgres) -> Path:
     """Record a detached server so `down` and `status` find it later."""
-    path = Path(server.state_dir) / STATE_FILE
-    path.write_text(json.dumps(asdict(server), indent=2))
-    return path
+    return state_file.write_state(Path(server.state_dir) / STATE_FILE, server)
 
 
 def read_state(state_dir: Path) -> LocalPostgres | None:
     """The server recorded in `state_dir`, if any."""
-    path = state_dir / STATE_FILE
-    if not path.exists():
-        return None
-    return LocalPostgres(**json.loads(path.read_text()))
+    return state_file.read_state(state_dir / STATE_FILE, LocalPostgres)
 
 
 def _up(args: argparse.Namespace) -> int:
