@@ -3,6 +3,9 @@ errors that need no server."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -11,8 +14,15 @@ import yaml
 
 from mm2_assets.cli import main
 from mm2_assets.definitions import load_definitions
-from mm2_assets.deploy.instance import PRODUCTION_CONFIG
+from mm2_assets.defs.concurrency import replication_pool
+from mm2_assets.defs.replication.follower import HOST_TAG, PID_TAG
+from mm2_assets.deploy.instance import PRODUCTION_CONFIG, init_instance
 from mm2_assets.deploy.postgres import PostgresError, server_binaries
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.errors import UsageError
+from mm2_assets.replicate_once import check_pool_free
+
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "mm2_assets" / "demo.properties"
 
 
 def test_local_instance_keeps_sqlite_with_the_production_limits(tmp_path: Path, capsys) -> None:
@@ -76,3 +86,43 @@ def test_every_copying_step_is_in_its_flows_replication_pool() -> None:
     assert [node.definition.pool for node in follower.graph.nodes] == [
         "mm2-assets/replication/primary_to_backup"
     ]
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_replicate_frees_a_dead_followers_pool_slot_and_refuses_a_live_one(
+    tmp_path: Path, alive: bool
+) -> None:
+    """`mm2-assets replicate` would wait for ever behind a follower holding the flow's slot."""
+    init_instance(tmp_path, postgres=False)
+    flow = load_checked_config(DEMO_CONFIG).flows[0]
+    pool = replication_pool(flow)
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    pid = os.getpid() if alive else exited.pid
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    try:
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name=f"{flow.key}__follower",
+                status=dg.DagsterRunStatus.STARTED,
+                tags={PID_TAG: str(pid), HOST_TAG: socket.gethostname()},
+            )
+        )
+        storage = instance.event_log_storage
+        storage.initialize_concurrency_limit_to_default(pool)
+        assert storage.claim_concurrency_slot(pool, run.run_id, "follow").is_claimed
+        if alive:
+            with pytest.raises(UsageError) as error:
+                check_pool_free(flow, instance)
+            assert str(error.value) == (
+                f"flow {flow.name}: run {run.run_id} ({flow.key}__follower, STARTED) holds the "
+                f"flow's replication pool {pool}; a pass waits until it ends: stop it (Dagster "
+                "UI, or SIGTERM) or let it finish, then run `replicate` again"
+            )
+            assert storage.get_concurrency_info(pool).active_run_ids == {run.run_id}
+        else:
+            check_pool_free(flow, instance)
+            assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+            assert storage.get_concurrency_info(pool).active_run_ids == set()
+    finally:
+        instance.dispose()
