@@ -8,6 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mm2_assets.deploy.instance import register_cli as register_instance
+from mm2_assets.deploy.postgres import PostgresError
+from mm2_assets.deploy.postgres import register_cli as register_postgres
 from mm2_assets.kafka import launcher, runtime
 from mm2_assets.kafka.reachability import ClusterAuthenticationError
 from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
@@ -223,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     archive.set_defaults(func=_spark_archive)
     register_spark_connect(spark_commands)
     register_spark_cluster(spark_commands)
+    register_postgres(commands)
+    register_instance(commands)
 
     config = commands.add_parser("config", help="the mm2.properties settings")
     config_commands = config.add_subparsers(dest="config_command", required=True)
@@ -286,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ClassArchiveError,
         ConnectServerError,
         ClusterError,
+        PostgresError,
     ) as exc:
         print(f"mm2-assets: {exc}", file=sys.stderr)
         return 2

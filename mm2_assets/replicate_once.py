@@ -16,6 +16,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from mm2_assets.defs.concurrency import replication_pool
+from mm2_assets.defs.replication.follower import follower_alive
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.kafka.clients import load_checked_config
@@ -72,12 +74,36 @@ def dagster_home() -> Path:
     return Path(home)
 
 
+def check_pool_free(flow: FlowConfig, instance: dg.DagsterInstance) -> None:
+    """Raise UsageError when a live run holds the flow's replication pool (the pass would
+    wait for it, possibly for ever behind a follower). Slots of runs that ended, or of
+    followers whose process is gone (marked failed here, as the driver does), are freed: the
+    daemon's run monitoring would free them only once it runs."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return
+    pool = replication_pool(flow)
+    for run_id in sorted(storage.get_concurrency_info(pool).active_run_ids):
+        run = instance.get_run_by_id(run_id)
+        if run is not None and not run.is_finished:
+            if follower_alive(run.tags) is not False:
+                raise UsageError(
+                    f"flow {flow.name}: run {run_id} ({run.job_name}, {run.status.value}) holds "
+                    f"the flow's replication pool {pool}; a pass waits until it ends: stop it "
+                    "(Dagster UI, or SIGTERM) or let it finish, then run `replicate` again"
+                )
+            instance.report_run_failed(run, "the follower's process is gone (killed?)")
+        storage.free_concurrency_slots_for_run(run_id)
+
+
 def replicate(config_path: Path) -> None:
     """One pass over every enabled flow of the config at `config_path`."""
     config = load_checked_config(config_path)
     dagster_home()
     probe_clusters(config, (a for f in config.flows for a in (f.source_alias, f.target_alias)))
     instance = dg.DagsterInstance.get()
+    for flow in config.flows:
+        check_pool_free(flow, instance)
     for flow in config.flows:
         topics = register_topics(flow, instance)
         if topics:

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 mkdir -p "$DAGSTER_HOME"
+# The run concurrency limits of production (one pass or follower per flow), on local SQLite.
+[[ -f $DAGSTER_HOME/dagster.yaml ]] || .venv/bin/mm2-assets instance init "$DAGSTER_HOME" >/dev/null
 .venv/bin/mm2-assets kafka up
 trap '.venv/bin/mm2-assets kafka down' EXIT
 trap 'exit 130' INT TERM

@@ -12,6 +12,16 @@ command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
   || { echo "setup: Python 3.11+ is required (found $("$PYTHON" --version 2>&1))" >&2; exit 1; }
 command -v java >/dev/null 2>&1 || { echo "setup: java (17+) is required: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 command -v mvn >/dev/null 2>&1 || { echo "setup: mvn is required to fetch Kafka: apt-get install maven" >&2; exit 1; }
+# PostgreSQL's server binaries, for Dagster's production storage (`mm2-assets postgres up`
+# and its tests); never started as a system service.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; } \
+      || { echo "setup: apt-get install -y postgresql failed (see above)" >&2; exit 1; }
+  else
+    echo "setup: PostgreSQL's server is required: apt-get install -y postgresql (as root)" >&2; exit 1
+  fi
+fi
 
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 stamp=.venv/.mm2-assets-installed

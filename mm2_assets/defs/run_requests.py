@@ -96,8 +96,9 @@ def retry_hold(
     """Why `work` of `flow` must not be requested now, or None: a run of it is in flight, or
     its last runs failed and the back-off since the latest failure has not passed."""
     history = work_history(instance, flow, work)
-    # Requesting work in flight again would only race it (copies are fenced, so it is safe,
-    # but it would start a second Spark job for nothing). Queued runs are the newest.
+    # Requesting work in flight again would only queue a run that Dagster's replication pool
+    # holds back anyway (`concurrency`); skipping it keeps the queue short. Not a guarantee:
+    # two ticks can race this check. Queued runs are the newest.
     if any(record.dagster_run.status in IN_PROGRESS for record in history):
         return f"a {work} run is in flight"
     streak = streak_before(history, now=now)

@@ -6,6 +6,7 @@ import time
 
 import dagster as dg
 
+from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import end_offsets, flow_admin
@@ -82,6 +83,8 @@ def replicated_topics_asset(
         deps=[upstream],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # One copying step per flow at a time (see `concurrency`).
+        pool=replication_pool(flow),
         group_name=flow.key,
         kinds={"kafka", "spark"},
         description=(

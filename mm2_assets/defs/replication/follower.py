@@ -26,6 +26,7 @@ import dagster as dg
 
 from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
+from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
@@ -219,6 +220,8 @@ def follower_job(
         name=f"{flow.key}__follow",
         description=f"Follows every replicated topic of flow {flow.name} until terminated.",
         tags={"kind": "spark"},
+        # Never beside a pass of the flow, nor a second follower (see `concurrency`).
+        pool=replication_pool(flow),
     )
     def follow(context: dg.OpExecutionContext, spark: SparkResource) -> None:
         context.instance.add_run_tags(

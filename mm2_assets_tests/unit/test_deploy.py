@@ -1,0 +1,128 @@
+"""The instance configuration `mm2-assets instance init` writes, and the PostgreSQL launcher's
+errors that need no server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from mm2_assets.cli import main
+from mm2_assets.definitions import load_definitions
+from mm2_assets.defs.concurrency import replication_pool
+from mm2_assets.defs.replication.follower import HOST_TAG, PID_TAG
+from mm2_assets.deploy.instance import PRODUCTION_CONFIG, init_instance
+from mm2_assets.deploy.postgres import PostgresError, server_binaries
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.errors import UsageError
+from mm2_assets.replicate_once import check_pool_free
+
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "mm2_assets" / "demo.properties"
+
+
+def test_local_instance_keeps_sqlite_with_the_production_limits(tmp_path: Path, capsys) -> None:
+    assert main(["instance", "init", str(tmp_path / "home")]) == 0
+    assert capsys.readouterr().out == f"{tmp_path / 'home' / 'dagster.yaml'}\n"
+    instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
+    try:
+        assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+        pools = instance.get_concurrency_config().pool_config
+        assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "op")
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 30
+    finally:
+        instance.dispose()
+    written = yaml.safe_load((tmp_path / "home" / "dagster.yaml").read_text())
+    production = yaml.safe_load(PRODUCTION_CONFIG.read_text())
+    assert written == {k: v for k, v in production.items() if k != "storage"}
+
+
+def test_production_instance_reads_the_postgres_url_from_the_environment() -> None:
+    storage = yaml.safe_load(PRODUCTION_CONFIG.read_text())["storage"]
+    assert storage == {"postgres": {"postgres_url": {"env": "MM2_ASSETS_POSTGRES_URL"}}}
+
+
+def test_init_keeps_a_different_dagster_yaml(tmp_path: Path, capsys) -> None:
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
+    assert main(["instance", "init", "--postgres", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"mm2-assets: {tmp_path / 'dagster.yaml'} exists and differs from mm2-assets' "
+        "production instance config: merge the settings by hand (see "
+        "docs/production-dagster.md) or overwrite it with --force\n"
+    )
+    assert (tmp_path / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
+    assert main(["instance", "init", "--postgres", "--force", str(tmp_path)]) == 0
+    assert (tmp_path / "dagster.yaml").read_text() == PRODUCTION_CONFIG.read_text()
+
+
+def test_missing_postgresql_names_the_package(tmp_path: Path) -> None:
+    with pytest.raises(PostgresError) as error:
+        server_binaries(tmp_path)
+    assert str(error.value) == (
+        f"no PostgreSQL server binaries (initdb, postgres) in {tmp_path}/<version>/bin: install "
+        "the Debian package `postgresql` (apt-get install -y postgresql, or scripts/setup.sh)"
+    )
+
+
+def test_the_newest_installed_version_is_used(tmp_path: Path) -> None:
+    for version in ("9.6", "15", "13"):
+        bin_dir = tmp_path / version / "bin"
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "initdb").touch()
+        (bin_dir / "postgres").touch()
+    assert server_binaries(tmp_path) == tmp_path / "15" / "bin"
+
+
+def test_every_copying_step_is_in_its_flows_replication_pool() -> None:
+    defs = load_definitions()  # the demo: primary->backup in follow mode
+    replicated = defs.resolve_assets_def(dg.AssetKey(["primary_to_backup", "replicated_topics"]))
+    assert replicated.op.pool == "mm2-assets/replication/primary_to_backup"
+    follower = defs.resolve_job_def("primary_to_backup__follower")
+    assert [node.definition.pool for node in follower.graph.nodes] == [
+        "mm2-assets/replication/primary_to_backup"
+    ]
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_replicate_frees_a_dead_followers_pool_slot_and_refuses_a_live_one(
+    tmp_path: Path, alive: bool
+) -> None:
+    """`mm2-assets replicate` would wait for ever behind a follower holding the flow's slot."""
+    init_instance(tmp_path, postgres=False)
+    flow = load_checked_config(DEMO_CONFIG).flows[0]
+    pool = replication_pool(flow)
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    pid = os.getpid() if alive else exited.pid
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    try:
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name=f"{flow.key}__follower",
+                status=dg.DagsterRunStatus.STARTED,
+                tags={PID_TAG: str(pid), HOST_TAG: socket.gethostname()},
+            )
+        )
+        storage = instance.event_log_storage
+        storage.initialize_concurrency_limit_to_default(pool)
+        assert storage.claim_concurrency_slot(pool, run.run_id, "follow").is_claimed
+        if alive:
+            with pytest.raises(UsageError) as error:
+                check_pool_free(flow, instance)
+            assert str(error.value) == (
+                f"flow {flow.name}: run {run.run_id} ({flow.key}__follower, STARTED) holds the "
+                f"flow's replication pool {pool}; a pass waits until it ends: stop it (Dagster "
+                "UI, or SIGTERM) or let it finish, then run `replicate` again"
+            )
+            assert storage.get_concurrency_info(pool).active_run_ids == {run.run_id}
+        else:
+            check_pool_free(flow, instance)
+            assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+            assert storage.get_concurrency_info(pool).active_run_ids == set()
+    finally:
+        instance.dispose()
