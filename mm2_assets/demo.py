@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from importlib import resources
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -23,6 +24,20 @@ DEMO_TOPICS: Mapping[str, tuple[int, dict[str, str]]] = {
     "customers": (2, {"cleanup.policy": "compact"}),
 }
 DEMO_GROUP = "billing"
+DEMO_BOOTSTRAP = {"primary": "127.0.0.1:19092", "backup": "127.0.0.1:19192"}
+"""The demo clusters' addresses in the packaged `demo.properties`."""
+
+
+def demo_properties(primary: str, backup: str) -> str:
+    """The packaged demo config with the clusters at `primary` and `backup` instead of the
+    local clusters' default ports (tests and benchmarks run their own clusters)."""
+    text = resources.files("mm2_assets").joinpath("demo.properties").read_text(encoding="utf-8")
+    for alias, servers in (("primary", primary), ("backup", backup)):
+        line = f"{alias}.bootstrap.servers = {DEMO_BOOTSTRAP[alias]}"
+        if line not in text:
+            raise RuntimeError(f"demo.properties no longer has the line '{line}'")
+        text = text.replace(line, f"{alias}.bootstrap.servers = {servers}")
+    return text
 
 
 def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
