@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from importlib import resources
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import NewTopic
 
 from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.consumer_groups import result_with_retry
 from mm2_assets.mm2.config import FlowConfig
 
 DEMO_TOPICS: Mapping[str, tuple[int, dict[str, str]]] = {
@@ -77,13 +86,22 @@ def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
 
 
 def _commit_half(flow: FlowConfig, topic: str, partitions: int) -> None:
-    """Commit group `billing` at half of each partition's end, as a consumer that stopped."""
+    """Commit group `billing` at half of each partition's end, as a consumer that stopped.
+
+    Committed through the admin API, retried while the group coordinator is still loading (a
+    fresh cluster's `__consumer_offsets` answers NOT_COORDINATOR for a while)."""
     consumer = Consumer({**client_config(flow, "source", "consumer"), "group.id": DEMO_GROUP})
     try:
         offsets = []
         for p in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
             offsets.append(TopicPartition(topic, p, low + (high - low) // 2))
-        consumer.commit(offsets=offsets, asynchronous=False)
     finally:
         consumer.close()
+    admin = flow_admin(flow, "source")
+
+    def commit() -> Future:
+        request = [ConsumerGroupTopicPartitions(DEMO_GROUP, offsets)]
+        return admin.alter_consumer_group_offsets(request)[DEMO_GROUP]
+
+    result_with_retry(commit(), commit, timeout=60)
