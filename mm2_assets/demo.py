@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future
 from importlib import resources
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
@@ -24,7 +22,6 @@ from confluent_kafka.admin import NewTopic
 
 from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.consumer_groups import result_with_retry
 from mm2_assets.mm2.config import FlowConfig
 
 DEMO_TOPICS: Mapping[str, tuple[int, dict[str, str]]] = {
@@ -85,23 +82,34 @@ def seed(flow: FlowConfig, records_per_topic: int = 5_000) -> dict[str, int]:
     return {name: records_per_topic for name in DEMO_TOPICS}
 
 
+_COORDINATOR_LOADING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+
+
 def _commit_half(flow: FlowConfig, topic: str, partitions: int) -> None:
     """Commit group `billing` at half of each partition's end, as a consumer that stopped.
 
-    Committed through the admin API, retried while the group coordinator is still loading (a
-    fresh cluster's `__consumer_offsets` answers NOT_COORDINATOR for a while)."""
+    A consumer's commit, as an application makes it (an admin offset commit would leave a
+    group without the consumer protocol, which MM2's group listing does not see), retried
+    while a fresh cluster's group coordinator is still loading."""
     consumer = Consumer({**client_config(flow, "source", "consumer"), "group.id": DEMO_GROUP})
     try:
         offsets = []
         for p in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
             offsets.append(TopicPartition(topic, p, low + (high - low) // 2))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KafkaException as exc:
+                code = exc.args[0].code() if exc.args else None
+                if code not in _COORDINATOR_LOADING or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)  # the coordinator loads __consumer_offsets: wait it out
     finally:
         consumer.close()
-    admin = flow_admin(flow, "source")
-
-    def commit() -> Future:
-        request = [ConsumerGroupTopicPartitions(DEMO_GROUP, offsets)]
-        return admin.alter_consumer_group_offsets(request)[DEMO_GROUP]
-
-    result_with_retry(commit(), commit, timeout=60)

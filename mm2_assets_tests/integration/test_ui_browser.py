@@ -258,6 +258,9 @@ def test_checks_show_their_status(ui: DemoUI, asset: str, check: str) -> None:
     [latest] = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
     shown = status.inner_text().strip()
     assert shown in ("Passed", "Failed")
+    # The demo's group `billing` is there to be checkpointed: a check that saw no group is wrong.
+    description = ui.page.locator("xpath=//tbody/tr[1]/td[4]").first.inner_text()
+    assert "no consumer group" not in description
     assert (shown == "Passed") == latest.evaluation.passed
     ui.shot(f"3-check-{check}")
 
