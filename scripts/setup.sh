@@ -23,6 +23,17 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
   fi
 fi
 
+# The browser tests of the Dagster UI drive Debian's chromium (never a downloaded browser).
+if [[ ! -x /usr/bin/chromium ]]; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y chromium >/dev/null || { apt-get update >/dev/null && apt-get install -y chromium >/dev/null; } \
+      || { echo "setup: installing chromium with apt-get failed" >&2; exit 1; }
+  else
+    echo "setup: /usr/bin/chromium is required for the UI tests: apt-get install chromium (as root)" >&2
+    exit 1
+  fi
+fi
+
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 stamp=.venv/.mm2-assets-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)

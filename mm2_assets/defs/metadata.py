@@ -7,6 +7,19 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.mm2.config import FlowConfig
+
+FLOW_TAG_KEYS = ("mm2/flow", "mm2/source", "mm2/target")
+"""The asset tags naming a flow and its clusters, by which the catalog filters."""
+
+
+def flow_tags(flow: FlowConfig) -> dict[str, str]:
+    """Tags of every asset of `flow`: the flow (`mm2/flow`, its key) and the source and target
+    cluster aliases, so the asset catalog can be filtered by flow and by cluster. Dagster takes
+    tag values of at most 63 characters: a longer alias is left out rather than cut."""
+    values = (flow.key, flow.source.alias, flow.target.alias)
+    return {k: v for k, v in zip(FLOW_TAG_KEYS, values, strict=True) if len(v) <= 63}
+
 
 def disabled_result(key: str) -> dg.MaterializeResult:
     """The materialization of an asset whose MM2 switch `key` is off: nothing done."""

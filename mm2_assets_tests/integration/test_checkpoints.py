@@ -300,6 +300,14 @@ def test_failover_resumes_exactly_where_primary_left_off(
     assert set(details["emitted"]) == {f"{remote}-0", f"{remote}-1"}
     # Nothing was mirrored from the unreplicated topic: no checkpoint for it.
     assert details["untranslated"] == [f"{unreplicated}-0"]
+    # The UI's table of checkpoints: the group's committed offsets, per remote partition.
+    table = meta(checkpoints, "checkpoint_offsets")
+    upstream = {
+        (r.data["topic"], r.data["partition"]): r.data["upstream_offset"]
+        for r in table.records
+        if r.data["group"] == group
+    }
+    assert upstream == {(remote, 0): 50, (remote, 1): 37}
     assert meta(synced, "group_details")[group]["outcome"] == "written"
 
     # The group on the backup reads exactly the records it had not processed on primary.

@@ -34,9 +34,6 @@ from mm2_assets_tests.kafka_helpers import create_topic, unique
 
 CLI = ".venv/bin/mm2-assets"
 CONFIG = "mm2.properties"
-# Pages other parts of issue 15/17 write (Spark cluster, production Dagster, the UI): linked
-# before they land. Remove each name once its page is merged.
-NOT_YET_MERGED = {"ui.md"}
 
 
 def documented_commands() -> dict[str, list[str]]:
@@ -82,7 +79,7 @@ def test_relative_links_resolve(path: Path) -> None:
     broken = [
         target
         for target, resolved in relative_links(path)
-        if not resolved.exists() and resolved.name not in NOT_YET_MERGED
+        if not resolved.exists()
     ]
     assert not broken, f"{path.relative_to(ROOT)}: links to missing files: {broken}"
 

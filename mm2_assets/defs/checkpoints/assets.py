@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import disabled_result, table_metadata
+from mm2_assets.defs.metadata import disabled_result, flow_tags, table_metadata
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
@@ -24,6 +24,14 @@ _CHECKPOINT_COLUMNS = {
     "committed_partitions": "int",
     "emitted": "int",
     "untranslated": "int",
+}
+
+_CHECKPOINT_OFFSET_COLUMNS = {  # one row per checkpoint: MM2's Checkpoint record, readable
+    "group": "string",
+    "topic": "string",
+    "partition": "int",
+    "upstream_offset": "int",
+    "downstream_offset": "int",
 }
 
 
@@ -51,6 +59,17 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         }
         for g in run.groups.values()
     }
+    offsets = [
+        {
+            "group": g.group,
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "upstream_offset": c.upstream_offset,
+            "downstream_offset": c.downstream_offset,
+        }
+        for g in sorted(run.groups.values(), key=lambda g: g.group)
+        for tp, c in sorted(g.emitted.items())
+    ]
     return {
         "enabled": True,
         "checkpoints_emitted": run.emitted,
@@ -62,6 +81,7 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         "recreated_topics_held_back": dg.MetadataValue.json(run.recreated_topics),
         "synced_partitions": run.synced_partitions,
         "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
+        "checkpoint_offsets": table_metadata(_CHECKPOINT_OFFSET_COLUMNS, offsets),
         "group_details": dg.MetadataValue.json(details),
     }
 
@@ -122,6 +142,7 @@ def checkpoints_asset(flow: FlowConfig, replicated_topics_key: dg.AssetKey) -> d
         key_prefix=[flow.key],
         deps=[replicated_topics_key],
         group_name=flow.key,
+        tags=flow_tags(flow),
         kinds={"kafka"},
         output_required=False,
         description=(
@@ -165,6 +186,7 @@ def synced_group_offsets_asset(
         key_prefix=[flow.key],
         deps=[checkpoints_key],
         group_name=flow.key,
+        tags=flow_tags(flow),
         kinds={"kafka"},
         output_required=False,
         description=(

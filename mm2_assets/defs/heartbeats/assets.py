@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import disabled_result
+from mm2_assets.defs.metadata import disabled_result, flow_tags
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
@@ -41,6 +41,7 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
         name="heartbeats",
         key_prefix=[flow.key],
         group_name=flow.key,
+        tags=flow_tags(flow),
         kinds={"kafka"},
         output_required=False,
         description=(

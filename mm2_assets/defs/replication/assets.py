@@ -7,7 +7,7 @@ import time
 import dagster as dg
 
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.metadata import table_metadata
+from mm2_assets.defs.metadata import flow_tags, table_metadata
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
@@ -25,6 +25,7 @@ def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) ->
         description=f"Topics on cluster '{flow.source.alias}' selected by flow {flow.name}.",
         partitions_def=partitions,
         group_name=flow.key,
+        tags=flow_tags(flow),
         kinds={"kafka"},
         metadata={"cluster": flow.source.alias, "flow": flow.name},
     )
@@ -59,6 +60,14 @@ def _partition_table(
     return table_metadata(PARTITION_COLUMNS, rows)
 
 
+TOPIC_COLUMNS = {  # a pass's per-topic summary: one run serves every topic partition
+    "topic": "string",
+    "remote_topic": "string",
+    "records_copied": "int",
+    "lag_records": "int",
+}
+
+
 def hazard_metadata(hazards: SourceHazards) -> dict[str, object]:
     """Metadata of the source hazards a pass or follower window met (see `source_hazards`):
     `records_lost_to_retention` always (0 when nothing was lost), the details when present."""
@@ -86,6 +95,7 @@ def replicated_topics_asset(
         # One copying step per flow at a time (see `concurrency`).
         pool=replication_pool(flow),
         group_name=flow.key,
+        tags=flow_tags(flow),
         kinds={"kafka", "spark"},
         description=(
             f"Remote topics on '{flow.target.alias}' mirroring '{flow.source.alias}' "
@@ -128,11 +138,23 @@ def replicated_topics_asset(
             [(s.topic, s.partition) for s in plan.states],
             cluster=flow.source.alias,
         )
-        lag = 0
+        copied_by_topic = dict.fromkeys(plan.remote_topics, 0)
+        lag_by_topic = dict.fromkeys(plan.remote_topics, 0)
         for s in plan.states:
             done = by_partition.get((s.topic, s.partition))
             next_offset = done.next_offset if done else s.next_offset
-            lag += max(0, now_ends[(s.topic, s.partition)] - next_offset)
+            lag_by_topic[s.topic] += max(0, now_ends[(s.topic, s.partition)] - next_offset)
+            copied_by_topic[s.topic] += done.records if done else 0
+        lag = sum(lag_by_topic.values())
+        topic_rows = [
+            {
+                "topic": topic,
+                "remote_topic": remote,
+                "records_copied": copied_by_topic[topic],
+                "lag_records": lag_by_topic[topic],
+            }
+            for topic, remote in sorted(plan.remote_topics.items())
+        ]
         hazards = source_hazards(results, plan.states)
         for warning in hazard_warnings(flow.name, hazards):
             context.log.warning(warning)
@@ -162,6 +184,9 @@ def replicated_topics_asset(
                 "remote_topics": dg.MetadataValue.json(plan.remote_topics),
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
+                # Dagster gives every partition of a multi-partition run the same metadata:
+                # the totals above are the run's, this table has each topic's share.
+                "topics": table_metadata(TOPIC_COLUMNS, topic_rows),
                 "partitions": _partition_table(plan.states, by_partition),
                 "spark_executors": dg.MetadataValue.json(executors_of(results)),
                 **hazard_metadata(hazards),

@@ -12,7 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import table_metadata
+from mm2_assets.defs.metadata import flow_tags, table_metadata
 from mm2_assets.kafka.topic_config_sync import (
     TopicConfigSyncError,
     TopicConfigSyncResult,
@@ -92,6 +92,7 @@ def topic_configs_asset(
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
         group_name=flow.key,
+        tags=flow_tags(flow),
         kinds={"kafka"},
         description=(
             f"Configs and partition counts of the remote topics on '{flow.target.alias}' "

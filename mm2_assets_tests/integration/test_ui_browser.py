@@ -1,0 +1,322 @@
+"""The Dagster UI in a real browser: what a user sees of the demo flow under `dagster dev`.
+
+One `dagster dev` (webserver + daemon, its own DAGSTER_HOME, a free port) serves the demo
+config pointed at the session's clusters, after the demo's own steps (`demo seed` data, one
+`mm2-assets replicate` pass). Headless Chromium from Debian's `chromium` package, driven by
+Playwright through its executable path (never a downloaded browser), then looks at the page:
+the asset graph with its lineage edges, `replicated_topics`' partitions with their metadata, the
+checks, the sensors, and a materialization launched by clicking Materialize. The tests share
+the server and the browser and run in file order; the last one stops `dagster dev` and asserts
+no process of it is left.
+
+Screenshots go to `$MM2_ASSETS_SCREENSHOTS` (docs/screenshots/ holds a committed set), else to
+`.mm2-assets/ui-screenshots/` (git-ignored), so a CI run leaves the tree clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import sync_playwright
+
+from mm2_assets.definitions import build_definitions
+from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG, CHECK_TARGET_TOPICS
+from mm2_assets.demo import DEMO_TOPICS, demo_properties, seed
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.launcher import LocalCluster
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets_tests.cli_helpers import ROOT, run_cli
+from mm2_assets_tests.dagster_dev import DagsterDev
+
+pytestmark = [
+    pytest.mark.integration,
+    # docs/ui.md: how its screenshots were made.
+    pytest.mark.docs_command(
+        "MM2_ASSETS_SCREENSHOTS=docs/screenshots .venv/bin/python -m pytest "
+        "mm2_assets_tests/integration/test_ui_browser.py"
+    ),
+]
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's chromium (scripts/setup.sh installs it)."""
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # Without these chromium keeps calling home, which on a closed network only costs CPU.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 90_000  # a loaded 2-core machine: the UI's queries can take tens of seconds
+RECORDS_PER_TOPIC = 200
+SCREENSHOTS = Path(os.environ.get("MM2_ASSETS_SCREENSHOTS") or ROOT / ".mm2-assets/ui-screenshots")
+
+
+class DemoUI:
+    """What the tests share: the flow, the running server, its instance and a browser page."""
+
+    def __init__(
+        self, config: Path, flow: FlowConfig, server: DagsterDev, home: Path, page
+    ) -> None:
+        self.config = config
+        self.flow = flow
+        self.server = server
+        self.home = home
+        self.page = page
+
+    def open(self, path: str) -> None:
+        """Go to `path` of the UI."""
+        self.page.goto(f"{self.server.url}{path}")
+
+    def shot(self, name: str) -> None:
+        """Save a screenshot of the page as `<name>.png`."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def ui(
+    kafka_clusters: dict[str, LocalCluster], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DemoUI]:
+    """The demo as `scripts/demo.sh` serves it (seed, one pass, `dagster dev`), on the session's
+    clusters, with a Chromium page on it."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/setup.sh (installs Debian's chromium)")
+    work = tmp_path_factory.mktemp("ui")
+    config = work / "mm2.properties"
+    config.write_text(
+        demo_properties(
+            kafka_clusters["primary"].bootstrap_servers, kafka_clusters["backup"].bootstrap_servers
+        )
+    )
+    flow = load_checked_config(config).flows[0]
+    # Topics of their own: other tests' topics on the shared clusters would be replicated too,
+    # which is what the flow's `topics = .*` asks for, but the page would show dozens.
+    seed(flow, RECORDS_PER_TOPIC)
+    home = work / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {"DAGSTER_HOME": str(home), "MM2_CONFIG": str(config)}
+    replicated = run_cli("replicate", "--config", str(config), env=env)
+    assert replicated.returncode == 0, replicated.stdout + replicated.stderr
+    server = DagsterDev.start(env, work / "dagster-dev.log")
+    try:
+        with sync_playwright() as playwright:
+            context = playwright.chromium.launch_persistent_context(
+                str(work / "chromium-profile"),
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1600, "height": 1000},
+            )
+            # Dagster's "join the community" dialog would cover the page on first visit.
+            context.add_init_script("localStorage.setItem('communityNux', 'true')")
+            context.set_default_timeout(TIMEOUT_MS)
+            try:
+                yield DemoUI(config, flow, server, home, context.new_page())
+            finally:
+                context.close()
+    finally:
+        server.stop()
+
+
+def test_asset_graph_shows_every_asset_of_the_flow_with_its_lineage(ui: DemoUI) -> None:
+    flow = ui.flow
+    # What the definitions declare (source topics, replicated topics, topic configs,
+    # checkpoints, synced group offsets, heartbeats) is what the page must draw.
+    graph = build_definitions(load_checked_config(ui.config)).resolve_asset_graph()
+    keys = [key for key in graph.get_all_asset_keys() if key.path[0] == flow.key]
+    names = sorted(key.path[-1] for key in keys)
+    declared = {(up.path[-1], key.path[-1]) for key in keys for up in graph.get(key).parent_keys}
+    ui.open(f"/locations/mm2_assets/asset-groups/{flow.key}")
+    for name in names:
+        ui.page.locator(f"foreignObject [data-tooltip='{name}']").first.wait_for()
+    ui.page.locator("svg path[marker-end]").first.wait_for()
+    drawn = ui.page.evaluate(GRAPH_JS)
+    boxes = {n["name"]: n for n in drawn["nodes"]}
+    assert sorted(boxes) == names
+    edges = {_edge(path, boxes) for path in drawn["edges"]}
+    assert edges == {
+        ("source_topics", "replicated_topics"),
+        ("replicated_topics", "topic_configs"),
+        ("replicated_topics", "checkpoints"),
+        ("checkpoints", "synced_group_offsets"),
+    }
+    assert edges == declared  # the page draws Dagster's lineage, nothing more or less
+    assert len(names) == 6 and "heartbeats" in names
+    ui.page.wait_for_function("() => !document.body.innerText.includes('Loading')")
+    ui.shot("1-asset-graph")
+
+
+GRAPH_JS = """() => ({
+  nodes: [...document.querySelectorAll('foreignObject')]
+    .filter(f => f.querySelector('[data-tooltip]'))
+    .map(f => ({name: f.querySelector('[data-tooltip]').getAttribute('data-tooltip'),
+                x: +f.getAttribute('x'), y: +f.getAttribute('y'),
+                w: +f.getAttribute('width'), h: +f.getAttribute('height')})),
+  edges: [...document.querySelectorAll('svg path[marker-end]')].map(p => p.getAttribute('d')),
+})"""
+"""The asset nodes (name and box) and the lineage edges (SVG paths) the graph draws."""
+
+
+def _edge(path: str, boxes: dict[str, dict]) -> tuple[str, str]:
+    """(from, to) of an edge drawn as `path`: the node whose right side it leaves and the one
+    whose left side its arrow reaches (Dagster draws left to right)."""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", path)]
+    (x1, y1), (x2, y2) = numbers[:2], numbers[-2:]
+
+    def at(x: float, y: float, side: str) -> str:
+        hits = [
+            name
+            for name, b in boxes.items()
+            if abs((b["x"] + b["w"] if side == "right" else b["x"]) - x) <= 12
+            and b["y"] <= y <= b["y"] + b["h"]
+        ]
+        assert len(hits) == 1, f"edge {path}: {side} end at ({x}, {y}) touches {hits}"
+        return hits[0]
+
+    return at(x1, y1, "right"), at(x2, y2, "left")
+
+
+def _metadata_value(page, key: str) -> str:
+    """The value shown next to metadata entry `key` in the asset page's metadata table."""
+    cell = page.locator(f"xpath=//tr[td[normalize-space()='{key}']]/td[2]").first
+    cell.wait_for()
+    return cell.inner_text().strip()
+
+
+def test_replicated_topics_has_a_partition_per_topic_with_its_last_materialization(
+    ui: DemoUI,
+) -> None:
+    flow = ui.flow
+    ui.open(f"/assets/{flow.key}/replicated_topics?view=partitions")
+    for topic in DEMO_TOPICS:
+        ui.page.get_by_text(topic, exact=True).first.wait_for()
+    shown = ui.page.evaluate(PARTITIONS_JS)
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    registered = set(instance.get_dynamic_partitions(f"{flow.key}__topics"))
+    # The follower may register a topic (heartbeats, once it exists) after the page loaded.
+    assert set(DEMO_TOPICS) <= set(shown) <= registered
+    # Green: materialized (the pass copied every demo topic).
+    assert {shown[t] for t in DEMO_TOPICS} == {"var(--color-accent-green)"}
+    ui.page.get_by_text("orders", exact=True).first.click()
+    assert int(_metadata_value(ui.page, "records_copied")) == RECORDS_PER_TOPIC * len(DEMO_TOPICS)
+    assert int(_metadata_value(ui.page, "remaining_lag_records")) == 0
+    # The per-partition table of the pass: orders' 6 partitions, 200 records in all.
+    rows = ui.page.locator("xpath=//tr[count(td)=6][td[1][normalize-space()='orders']]")
+    assert rows.count() == DEMO_TOPICS["orders"][0]
+    copied = [int(rows.nth(i).locator("td").nth(4).inner_text()) for i in range(rows.count())]
+    assert sum(copied) == RECORDS_PER_TOPIC
+    ui.shot("2-replicated-topics-partition")
+    # The pass's per-topic table: this topic's share of the run.
+    topic_row = ui.page.locator("xpath=//tr[count(td)=4][td[1][normalize-space()='orders']]")
+    assert [c.strip() for c in topic_row.first.locator("td").all_inner_texts()] == [
+        "orders",
+        "primary.orders",
+        str(RECORDS_PER_TOPIC),
+        "0",
+    ]
+    topic_row.first.scroll_into_view_if_needed()
+    ui.shot("2-replicated-topics-partition-tables")
+
+
+PARTITIONS_JS = """() => Object.fromEntries(
+  [...document.querySelectorAll('div[data-tooltip] > div[title]')]
+    .map(d => [d.title, d.parentElement.nextElementSibling.style.background]))"""
+"""Partition name → the colour of its status dot, as the partitions view lists them."""
+
+
+@pytest.mark.parametrize(
+    ("asset", "check"),
+    [
+        ("replicated_topics", CHECK_LAG),
+        ("replicated_topics", CHECK_TARGET_TOPICS),
+        ("checkpoints", CHECK_CHECKPOINTS),
+    ],
+)
+def test_checks_show_their_status(ui: DemoUI, asset: str, check: str) -> None:
+    ui.open(f"/assets/{ui.flow.key}/{asset}?view=checks&checkDetail={check}")
+    ui.page.get_by_text("Execution history", exact=True).click()
+    # The newest evaluation first: the driver's (a sensor tick) or the replicate pass's. On a
+    # loaded machine `checkpoint_freshness` may rightly fail (the pass's checkpoints grew older
+    # than 3 intervals before the follower's first): the page must show what Dagster holds.
+    status = ui.page.locator("xpath=//tbody/tr[1]/td[1]").first
+    status.wait_for()
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    key = dg.AssetCheckKey(dg.AssetKey([ui.flow.key, asset]), check)
+    [latest] = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    shown = status.inner_text().strip()
+    assert shown in ("Passed", "Failed")
+    # The demo's group `billing` is there to be checkpointed: a check that saw no group is wrong.
+    description = ui.page.locator("xpath=//tbody/tr[1]/td[4]").first.inner_text()
+    assert "no consumer group" not in description
+    assert (shown == "Passed") == latest.evaluation.passed
+    ui.shot(f"3-check-{check}")
+
+
+def test_sensors_are_running(ui: DemoUI) -> None:
+    defs = build_definitions(load_checked_config(ui.config))
+    expected = sorted(s.name for s in defs.sensors or [])
+    ui.open("/automation")
+    # The switches render off until each sensor's state has loaded.
+    with contextlib.suppress(PlaywrightTimeout):
+        ui.page.wait_for_function(
+            f"n => Object.values(({SENSOR_SWITCHES_JS})()).filter(v => v === true).length >= n",
+            arg=len(expected),
+        )
+    shown = ui.page.evaluate(SENSOR_SWITCHES_JS)
+    assert shown == {name: True for name in expected}
+    ui.shot("4-sensors")
+
+
+SENSOR_SWITCHES_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-index]')]
+  .filter(row => row.querySelector('a[href*="/sensors/"]'))
+  .map(row => [row.querySelector('a[href*="/sensors/"]').getAttribute('href').split('/').pop(),
+               [...row.querySelectorAll('input[type=checkbox]')].pop().checked]))"""
+"""Sensor name → whether its on/off switch (the row's last checkbox; the first selects the
+row) is on, per row of the automation list."""
+
+
+def test_materialize_from_the_ui_succeeds(ui: DemoUI) -> None:
+    page = ui.page
+    key = dg.AssetKey([ui.flow.key, "heartbeats"])
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    before = {r.run_id for r in instance.get_runs()}
+    ui.open(f"/assets/{ui.flow.key}/heartbeats")
+    page.locator("button:has-text('Materialize')").first.click()
+    # In follow mode nothing but a user materializes `heartbeats` alone (the follower reports
+    # its heartbeats from its own run): the new run of that selection is the click's.
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    launched: list[dg.DagsterRun] = []
+    while not launched and time.monotonic() < deadline:
+        launched = [
+            r for r in instance.get_runs() if r.run_id not in before and r.asset_selection == {key}
+        ]
+        time.sleep(0.5)  # the run is created by the webserver: nothing in the page to wait on
+    assert len(launched) == 1, f"runs launched from the UI: {launched}"
+    [run] = launched
+    page.goto(f"{ui.server.url}/runs/{run.run_id}")
+    page.get_by_text("Success", exact=True).first.wait_for(timeout=180_000)
+    page.wait_for_function("() => !document.body.innerText.includes('Loading run logs')")
+    ui.shot("5-run-launched-from-the-ui")
+    finished = instance.get_run_by_id(run.run_id)
+    assert finished is not None and finished.status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_dagster_dev_stops_on_ctrl_c_leaving_no_process(ui: DemoUI) -> None:
+    running = ui.server.processes()
+    assert len(running) >= 3  # dagster dev, its webserver, daemon and code server (and runs)
+    left = ui.server.stop()
+    assert left == {}, f"still running after Ctrl-C: {left}\n{ui.server.log_tail()}"
+    assert ui.server.process.returncode == 0, ui.server.log_tail()
