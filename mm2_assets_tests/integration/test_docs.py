@@ -76,11 +76,7 @@ def test_every_marker_names_a_command_in_the_docs() -> None:
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(path: Path) -> None:
-    broken = [
-        target
-        for target, resolved in relative_links(path)
-        if not resolved.exists()
-    ]
+    broken = [target for target, resolved in relative_links(path) if not resolved.exists()]
     assert not broken, f"{path.relative_to(ROOT)}: links to missing files: {broken}"
 
 
