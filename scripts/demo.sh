@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, starts the two local Kafka clusters (primary, backup), seeds demo topics,
 # runs the replication job once, then serves the Dagster UI (http://127.0.0.1:3000) with the
-# daemon so sensors keep the backup fresh. Ctrl-C stops Dagster and the clusters.
+# daemon so sensors keep the backup fresh. Ctrl-C or SIGTERM stops Dagster and the clusters.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -13,4 +13,13 @@ mkdir -p "$DAGSTER_HOME"
 trap '.venv/bin/mm2-assets kafka down' EXIT
 trap 'exit 130' INT TERM
 if [[ -x scripts/demo_job.sh ]]; then ./scripts/demo_job.sh; fi
-.venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}"
+# Dagster runs as a job of its own (job control on), so that SIGTERM to this script, not only
+# Ctrl-C in a terminal, stops it the way Ctrl-C does: SIGINT to its whole process group (the
+# webserver, the daemon, the code server and any follower run with its Spark JVM). Without job
+# control a background job would ignore SIGINT, and bash defers traps until a foreground
+# command ends.
+set -m
+.venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}" &
+dagster=$!
+trap 'kill -INT -- -$dagster 2>/dev/null; wait $dagster; exit 130' INT TERM
+wait $dagster

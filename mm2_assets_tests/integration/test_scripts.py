@@ -3,10 +3,10 @@
 `test.sh` is CI's own entry point; here it runs with a pytest argument that only collects one
 module, so its setup, lint and pytest start are exercised without running the suite inside
 itself. `demo.sh` runs to the point where the Dagster UI answers (its clusters, started with
-`mm2-assets kafka up`, checked with `kafka status`), then gets Ctrl-C (SIGINT to its process
-group, as a terminal sends it): it must exit, stop both clusters (`kafka down`) and leave no
-process behind. It needs the demo's fixed ports (19092, 19192); on a machine where another
-demo holds them it is skipped.
+`mm2-assets kafka up`, checked with `kafka status`), then gets SIGTERM (to the script alone, as a
+service manager sends it; Ctrl-C goes through the same trap): it must exit, stop both
+clusters (`kafka down`) and leave no process behind. It needs the demo's fixed ports (19092,
+19192); on a machine where another demo holds them it is skipped.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _server_info(port: int) -> bool:
 @pytest.mark.docs_command(".venv/bin/mm2-assets kafka up")
 @pytest.mark.docs_command(".venv/bin/mm2-assets kafka status")
 @pytest.mark.docs_command(".venv/bin/mm2-assets kafka down")
-def test_demo_script_serves_dagster_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+def test_demo_script_serves_dagster_and_sigterm_stops_everything(tmp_path: Path) -> None:
     taken = [p for p in DEMO_PORTS if port_taken(p)]
     if taken:
         pytest.skip(f"the demo's ports {taken} are taken (another demo runs on this machine)")
@@ -111,18 +111,21 @@ def test_demo_script_serves_dagster_and_ctrl_c_stops_everything(tmp_path: Path) 
         assert "primary\t127.0.0.1:19092\trunning" in status.stdout
         assert "backup\t127.0.0.1:19192\trunning" in status.stdout
     finally:
-        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        # SIGTERM to the script alone, as a service manager stops its main process: harder than
+        # Ctrl-C, which a terminal sends to the whole group; the script's trap does the same
+        # for both (SIGINT to Dagster's process group, then `kafka down`).
+        demo.send_signal(signal.SIGTERM)
         try:
             demo.wait(timeout=180)
         except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
             demo.wait()
-            pytest.fail("demo.sh did not stop within 180 s of Ctrl-C:\n" + log_path.read_text())
+            pytest.fail("demo.sh did not stop within 180 s of SIGTERM:\n" + log_path.read_text())
     assert demo.returncode == 130, log_path.read_text()[-4000:]
     left = session_processes(demo.pid)
     for pid in left:  # not to leak them into the rest of the session
         os.kill(pid, signal.SIGKILL)
-    assert not left, f"processes left after Ctrl-C: {left}"
+    assert not left, f"processes left after SIGTERM: {left}"
     assert not [p for p in (*DEMO_PORTS, ui_port) if port_taken(p)]
     # `kafka down` (demo.sh's exit trap) stopped them and forgot them.
     assert "stopped primary" in log_path.read_text()
