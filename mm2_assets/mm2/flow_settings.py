@@ -49,6 +49,7 @@ from mm2_assets.mm2.selection import HEARTBEATS_REPLICATION_ENABLED_DEFAULT
 from mm2_assets.mm2.settings import (
     BOOLEAN,
     INTERVAL,
+    OWNERS,
     POSITIVE_NUMBER,
     REGEX,
     REPLICATION_FACTOR,
@@ -395,6 +396,13 @@ class FlowSettings:
         plugin(AlertSink),
         "",
         "AlertSink class (dotted Python path) receiving the flow's alerts (empty: webhook or log).",
+    )
+    mm2assets_asset_owners: tuple[str, ...] = flow_setting(
+        "mm2assets.asset.owners",
+        OWNERS,
+        "",
+        "Owners of the flow's assets in the Dagster catalog (emails or team:<name>), so the "
+        "catalog can be filtered by who answers for a flow.",
     )
     mm2assets_alert_webhook_url: str = flow_setting(
         "mm2assets.alert.webhook.url",

@@ -28,6 +28,7 @@ __all__ = [
     "BOOLEAN",
     "INTERVAL",
     "OUR_PREFIX",
+    "OWNERS",
     "POSITIVE_NUMBER",
     "REFERENCE_BEGIN",
     "REFERENCE_END",
@@ -250,6 +251,25 @@ class _Url(Kind):
         return "http(s) URL or empty"
 
 
+# An owner as Dagster accepts one: an email address, or a team name after `team:`.
+_OWNER = re.compile(r"[^@\s,]+@[^@\s,]+\.[^@\s,]+|team:\S+")
+
+
+@dataclass(frozen=True)
+class _Owners(Kind):
+    def parse(self, value: str, key: str, default: str) -> tuple[str, ...]:
+        owners = tuple(item.strip() for item in value.split(",") if item.strip())
+        for owner in owners:
+            if not _OWNER.fullmatch(owner):
+                raise SettingValueError(
+                    f"owner {owner!r} is neither an email address nor 'team:<name>'"
+                )
+        return owners
+
+    def describe(self) -> str:
+        return "comma-separated emails or team:<name>"
+
+
 @dataclass(frozen=True)
 class _PositiveNumber(Kind):
     def parse(self, value: str, key: str, default: str) -> float:
@@ -275,6 +295,7 @@ REGEX: Kind = _RegexList()
 SEPARATOR: Kind = _Separator()
 STRING: Kind = _String()
 URL: Kind = _Url()
+OWNERS: Kind = _Owners()
 POSITIVE_NUMBER: Kind = _PositiveNumber()
 
 

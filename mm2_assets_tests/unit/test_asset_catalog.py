@@ -54,3 +54,17 @@ def test_catalog_filters_by_cluster_and_flow(tmp_path: Path) -> None:
     assert on_backup == {f"primary_to_backup/{name}" for name in ASSETS}
     from_backup = {k.to_user_string() for k, s in specs.items() if s.tags["mm2/source"] == "backup"}
     assert from_backup == {"backup_to_primary/heartbeats"}
+
+
+def test_owners_come_from_the_flow_settings(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        demo_properties("127.0.0.1:1", "127.0.0.1:2")
+        + "\nmm2assets.asset.owners = team:platform\n"
+        + "primary->backup.mm2assets.asset.owners = dr-oncall@example.com, team:platform\n"
+    )
+    specs = {s.key: s for s in build_definitions(load_mm2_config(path)).resolve_all_asset_specs()}
+    for name in ASSETS:
+        spec = specs[dg.AssetKey(["primary_to_backup", name])]
+        assert spec.owners == ["dr-oncall@example.com", "team:platform"], name
+    assert specs[dg.AssetKey(["backup_to_primary", "heartbeats"])].owners == ["team:platform"]

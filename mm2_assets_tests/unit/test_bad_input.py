@@ -192,6 +192,11 @@ _HAND_CASES = [
         "primary->backup.mm2assets.alert.webhook.url = not a url\n",
         "primary->backup.mm2assets.alert.webhook.url",
     ),
+    Case(
+        "owner-not-email-or-team",
+        "primary->backup.mm2assets.asset.owners = team:platform, bob\n",
+        "primary->backup.mm2assets.asset.owners",
+    ),
     # Config providers.
     Case("provider-undeclared", "primary.client.id = ${vault:secret/x:id}\n", "primary.client.id"),
     Case("provider-without-class", "config.providers = env\n", "config.providers.env.class"),

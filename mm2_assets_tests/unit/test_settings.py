@@ -74,6 +74,8 @@ def test_defaults_round_trip_through_the_validator(setting: Setting) -> None:
         assert value.text == setting.default
     elif isinstance(value, float):
         assert setting.parse(str(value)) == value == float(setting.default)
+    elif isinstance(value, tuple):  # a list setting, such as the asset owners
+        assert ", ".join(value) == setting.default
     else:
         assert str(value) == setting.default
 

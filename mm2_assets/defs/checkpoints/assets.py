@@ -143,6 +143,7 @@ def checkpoints_asset(flow: FlowConfig, replicated_topics_key: dg.AssetKey) -> d
         deps=[replicated_topics_key],
         group_name=flow.key,
         tags=flow_tags(flow),
+        owners=list(flow.mm2assets_asset_owners),
         kinds={"kafka"},
         output_required=False,
         description=(
@@ -187,6 +188,7 @@ def synced_group_offsets_asset(
         deps=[checkpoints_key],
         group_name=flow.key,
         tags=flow_tags(flow),
+        owners=list(flow.mm2assets_asset_owners),
         kinds={"kafka"},
         output_required=False,
         description=(

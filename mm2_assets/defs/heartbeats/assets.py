@@ -42,6 +42,7 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
         key_prefix=[flow.key],
         group_name=flow.key,
         tags=flow_tags(flow),
+        owners=list(flow.mm2assets_asset_owners),
         kinds={"kafka"},
         output_required=False,
         description=(

@@ -26,6 +26,7 @@ def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) ->
         partitions_def=partitions,
         group_name=flow.key,
         tags=flow_tags(flow),
+        owners=list(flow.mm2assets_asset_owners),
         kinds={"kafka"},
         metadata={"cluster": flow.source.alias, "flow": flow.name},
     )
@@ -96,6 +97,7 @@ def replicated_topics_asset(
         pool=replication_pool(flow),
         group_name=flow.key,
         tags=flow_tags(flow),
+        owners=list(flow.mm2assets_asset_owners),
         kinds={"kafka", "spark"},
         description=(
             f"Remote topics on '{flow.target.alias}' mirroring '{flow.source.alias}' "

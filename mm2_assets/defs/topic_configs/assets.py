@@ -93,6 +93,7 @@ def topic_configs_asset(
         backfill_policy=dg.BackfillPolicy.single_run(),
         group_name=flow.key,
         tags=flow_tags(flow),
+        owners=list(flow.mm2assets_asset_owners),
         kinds={"kafka"},
         description=(
             f"Configs and partition counts of the remote topics on '{flow.target.alias}' "
