@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mm2_assets.kafka.launcher import free_port_pairs, log_tail, pid_alive, port_is_free
+from mm2_assets.service_commands import add_service_commands
 from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import descendants
 
@@ -361,22 +362,19 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if up else 1
 
 
-def register_cli(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def register_cli(commands: argparse._SubParsersAction) -> None:
     """Add `postgres up|down|status` to the `mm2-assets` commands."""
-    postgres = commands.add_parser(
-        "postgres", help="a local PostgreSQL server for Dagster's production storage"
+    up = add_service_commands(
+        commands,
+        "postgres",
+        "a local PostgreSQL server for Dagster's production storage",
+        default_dir=DEFAULT_DIR,
+        dir_help="data, socket and log directory",
+        up=(_up, "start the server in the background; prints its connection URL"),
+        down=(_down, "stop the server started by `up` (its data is kept)"),
+        status=_status,
+        what="server",
     )
-    sub_commands = postgres.add_subparsers(dest="postgres_command", required=True)
-    for name, func, help_text in (
-        ("up", _up, "start the server in the background; prints its connection URL"),
-        ("down", _down, "stop the server started by `up` (its data is kept)"),
-        ("status", _status, "whether the server runs (exit 0) or not (exit 1)"),
-    ):
-        sub = sub_commands.add_parser(name, help=help_text)
-        sub.add_argument("--dir", default=str(DEFAULT_DIR), help="data, socket and log directory")
-        sub.set_defaults(func=func)
-        if name == "up":
-            sub.add_argument(
-                "--port", type=int, default=DEFAULT_PORT, help="loopback port (0 picks a free one)"
-            )
-    return postgres
+    up.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="loopback port (0 picks a free one)"
+    )

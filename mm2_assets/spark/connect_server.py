@@ -36,6 +36,7 @@ from mm2_assets.kafka.launcher import (
     terminate,
 )
 from mm2_assets.kafka.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
+from mm2_assets.service_commands import add_service_commands
 from mm2_assets.spark import state_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -416,34 +417,28 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if up else 1
 
 
-def register_cli(spark_commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def register_cli(spark_commands: argparse._SubParsersAction) -> None:
     """Add `connect up|down|status` to the `mm2-assets spark` subcommands."""
-    connect = spark_commands.add_parser(
-        "connect", help="a long-lived local Spark Connect server for the `spark` resource"
+    up = add_service_commands(
+        spark_commands,
+        "connect",
+        "a long-lived local Spark Connect server for the `spark` resource",
+        default_dir=DEFAULT_DIR,
+        dir_help="state and log directory",
+        up=(_up, "start the server in the background; prints its sc:// URL"),
+        down=(_down, "stop the server started by `up` and everything it started"),
+        status=_status,
+        what="server",
     )
-    commands = connect.add_subparsers(dest="connect_command", required=True)
-    for name, func, help_text in (
-        ("up", _up, "start the server in the background; prints its sc:// URL"),
-        ("down", _down, "stop the server started by `up` and everything it started"),
-        ("status", _status, "whether the server runs (exit 0) or not (exit 1)"),
-    ):
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--dir", default=str(DEFAULT_DIR), help="state and log directory")
-        sub.set_defaults(func=func)
-        if name == "up":
-            sub.add_argument(
-                "--port",
-                type=int,
-                default=DEFAULT_PORT,
-                help="loopback gRPC port (0 picks a free one)",
-            )
-            sub.add_argument("--master", default="local[*]", help="where the server runs its tasks")
-            sub.add_argument("--driver-memory", default="1g", help="server JVM heap")
-            sub.add_argument(
-                "--conf",
-                action="append",
-                default=[],
-                metavar="KEY=VALUE",
-                help="a Spark setting of the server (repeatable)",
-            )
-    return connect
+    up.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="loopback gRPC port (0 picks a free one)"
+    )
+    up.add_argument("--master", default="local[*]", help="where the server runs its tasks")
+    up.add_argument("--driver-memory", default="1g", help="server JVM heap")
+    up.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting of the server (repeatable)",
+    )

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mm2_assets.kafka.launcher import die_with_parent, free_port_pairs, log_tail, port_is_free
 from mm2_assets.kafka.runtime import find_java
+from mm2_assets.service_commands import add_service_commands
 from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import (
     accepts_connections,
@@ -332,30 +333,27 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if up else 1
 
 
-def register_cli(spark_commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def register_cli(spark_commands: argparse._SubParsersAction) -> None:
     """Add `cluster up|down|status` to the `mm2-assets spark` subcommands."""
-    parser = spark_commands.add_parser(
-        "cluster", help="a local Spark standalone cluster (a master and workers) on loopback"
+    up = add_service_commands(
+        spark_commands,
+        "cluster",
+        "a local Spark standalone cluster (a master and workers) on loopback",
+        default_dir=DEFAULT_DIR,
+        dir_help="state, log and work directory",
+        up=(_up, "start a master and workers; prints the spark:// URL"),
+        down=(_down, "stop the cluster started by `up` and every process it started"),
+        status=_status,
+        what="cluster",
     )
-    commands = parser.add_subparsers(dest="cluster_command", required=True)
-    for name, func, help_text in (
-        ("up", _up, "start a master and workers; prints the spark:// URL"),
-        ("down", _down, "stop the cluster started by `up` and every process it started"),
-        ("status", _status, "whether the cluster runs (exit 0) or not (exit 1)"),
-    ):
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--dir", default=str(DEFAULT_DIR), help="state, log and work directory")
-        sub.set_defaults(func=func)
-        if name == "up":
-            sub.add_argument(
-                "--port", type=int, default=DEFAULT_PORT, help="master port (0 picks a free one)"
-            )
-            sub.add_argument("--workers", type=int, default=2, help="worker JVMs (default 2)")
-            sub.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
-            sub.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
-            sub.add_argument(
-                "--foreground",
-                action="store_true",
-                help="stay in the foreground; Ctrl-C or SIGTERM stops the cluster",
-            )
-    return parser
+    up.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="master port (0 picks a free one)"
+    )
+    up.add_argument("--workers", type=int, default=2, help="worker JVMs (default 2)")
+    up.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
+    up.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
+    up.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay in the foreground; Ctrl-C or SIGTERM stops the cluster",
+    )

@@ -1,0 +1,43 @@
+"""The `up|down|status` command trio shared by the local services the CLI manages in the
+background (the Spark Connect server, the Spark standalone cluster, PostgreSQL): one shape, so
+every service is started, stopped and asked the same way."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_service_commands(
+    parent: argparse._SubParsersAction,
+    name: str,
+    help_text: str,
+    *,
+    default_dir: Path,
+    dir_help: str,
+    up: tuple[Handler, str],
+    down: tuple[Handler, str],
+    status: Handler,
+    what: str,
+) -> argparse.ArgumentParser:
+    """Add `<name> up|down|status` under `parent`, each taking `--dir`; returns the `up`
+    parser for the service's own options. `up` and `down` pair a handler with its help;
+    `what` names the service in `status`'s help."""
+    service = parent.add_parser(name, help=help_text)
+    commands = service.add_subparsers(dest=f"{name}_command", required=True)
+    up_parser = None
+    for command, func, command_help in (
+        ("up", *up),
+        ("down", *down),
+        ("status", status, f"whether the {what} runs (exit 0) or not (exit 1)"),
+    ):
+        sub = commands.add_parser(command, help=command_help)
+        sub.add_argument("--dir", default=str(default_dir), help=dir_help)
+        sub.set_defaults(func=func)
+        if command == "up":
+            up_parser = sub
+    assert up_parser is not None
+    return up_parser
