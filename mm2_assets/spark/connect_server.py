@@ -36,7 +36,7 @@ from mm2_assets.kafka.launcher import (
     terminate,
 )
 from mm2_assets.kafka.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
-from mm2_assets.service_commands import add_service_commands
+from mm2_assets.kafka.service_commands import add_service_commands
 from mm2_assets.spark import state_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
