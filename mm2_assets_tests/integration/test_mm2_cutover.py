@@ -1,0 +1,204 @@
+"""Cutting over from a running Apache MirrorMaker 2 to mm2-assets without copying again.
+
+Apache MM2 itself (dedicated mode, from the pinned runtime's connect-mirror jars) copies a
+topic to the backup and checkpoints a group; it is stopped, more records arrive, and
+mm2-assets, on the same properties, takes over: the remote topic then holds every source
+record exactly once, in order, and the group fails over to exactly the records it had not read.
+Killed with SIGKILL, MM2 leaves a Connect offset behind what it wrote: still no duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mm2_assets.kafka.mirror_maker import start_mm2
+from mm2_assets.kafka.mm2_adoption import read_connect_offsets
+from mm2_assets.kafka.process_groups import group_members, stop_process_group
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets_tests.integration.test_checkpoints import (
+    checkpoint_and_sync,
+    consume_and_commit,
+    group_checkpoints,
+    meta,
+    records,
+    replicate,
+    resume,
+    run_cli,
+)
+from mm2_assets_tests.kafka_helpers import consume_all, create_topic, produce, unique
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = [0, 1]
+
+
+def mm2_lines(source: str, topic: str, group: str, *, flush_ms: int) -> str:
+    """What an MM2 user's mm2.properties adds for this flow on one-broker clusters: Connect's
+    own topics with replication factor 1, fast topic/group refresh and checkpoints, Connect
+    offsets committed every `flush_ms`. mm2-assets reads the same file."""
+    return (
+        f"backup->{source}.enabled = false\n"
+        f"topics = {topic}\n"
+        f"groups = {group}\n"
+        "config.storage.replication.factor = 1\n"
+        "offset.storage.replication.factor = 1\n"
+        "status.storage.replication.factor = 1\n"
+        f"offset.flush.interval.ms = {flush_ms}\n"
+        "emit.heartbeats.enabled = false\n"
+        "refresh.topics.interval.seconds = 1\n"
+        "refresh.groups.interval.seconds = 1\n"
+        "emit.checkpoints.interval.seconds = 1\n"
+        "sync.group.offsets.enabled = true\n"
+        "sync.group.offsets.interval.seconds = 1\n"
+    )
+
+
+def wait_for(what: str, condition: Callable[[], bool], log: Path, timeout: float = 180) -> None:
+    """Poll `condition` until it holds; on timeout fail with the end of MM2's log."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            pytest.fail(f"timed out waiting for {what}; MM2's log ends:\n{tail}")
+        time.sleep(0.5)
+
+
+def remote_count(bootstrap: str, topic: str) -> int:
+    """Records in `topic`'s partitions 0 and 1 (MM2 writes no transaction markers)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cutover-probe"})
+    try:
+        if topic not in consumer.list_topics(topic, timeout=10).topics:
+            return 0
+        total = 0
+        for p in PARTITIONS:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
+            except Exception:
+                return 0
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def mm2_run(tmp_path: Path, config: Path, name: str) -> tuple[object, Path]:
+    log = tmp_path / f"{name}.log"
+    return start_mm2(config, log), log
+
+
+def assert_exactly_the_source(primary: str, backup: str, topic: str, remote: str) -> None:
+    """The remote topic holds every source record once, in source order, per partition."""
+    upstream = consume_all(primary, topic, PARTITIONS)
+    downstream = consume_all(backup, remote, PARTITIONS)
+    for p in PARTITIONS:
+        assert len(downstream[p]) == len(upstream[p]), (p, len(downstream[p]), len(upstream[p]))
+        assert downstream[p] == upstream[p]
+
+
+def test_cut_over_after_mm2_stopped_copies_only_the_new_records(
+    primary, backup, write_mm2_config, spark_resource, tmp_path, capsys
+) -> None:
+    source = f"mm2{uuid.uuid4().hex[:6]}"
+    prefix = unique("cutover")
+    topic, group = f"{prefix}-orders", f"{prefix}-app"
+    remote = f"{source}.{topic}"
+    create_topic(primary, topic, partitions=2)
+    produce(primary, topic, records(2, 60, tag="mm2"))
+    committed = consume_and_commit(primary, topic, group, {0: 25, 1: 60})
+    path = write_mm2_config(
+        mm2_lines(source, topic, group, flush_ms=1000), aliases=(source, "backup")
+    )
+    flow = load_mm2_config(path).flow(f"{source}->backup")
+
+    proc, log = mm2_run(tmp_path, path, "mm2")
+    try:
+        wait_for("MM2 to copy 120 records", lambda: remote_count(backup, remote) == 120, log)
+        checkpoints = f"{source}.checkpoints.internal"
+        wait_for(
+            "MM2's checkpoints of both partitions",
+            lambda: (
+                {c.partition for c in group_checkpoints(backup, checkpoints, group)}
+                == set(PARTITIONS)
+            ),
+            log,
+        )
+        # MM2's Connect offsets, in the format we parse: the last record it copied.
+        wait_for(
+            "MM2's Connect offsets",
+            lambda: (
+                [read_connect_offsets(flow).resume_offset(topic, p) for p in PARTITIONS] == [60, 60]
+            ),
+            log,
+        )
+    finally:
+        stop_process_group(proc)
+    assert proc.returncode is not None and group_members(proc.pid) == []
+
+    produce(primary, topic, records(2, 15, tag="after"))
+    config = load_mm2_config(path)
+    event = replicate(config, config.flow(f"{source}->backup"), [topic], spark_resource)
+    assert meta(event, "adopted_mm2_partitions") == 2
+    assert meta(event, "records_copied") == 30  # only what arrived after MM2 stopped
+    assert_exactly_the_source(primary, backup, topic, remote)
+
+    # The group MM2 checkpointed fails over to exactly the records it had not read: the rest
+    # of MM2's copy on partition 0, only ours on partition 1.
+    checkpoint_and_sync(config.flow(f"{source}->backup"))
+    argv = ["translate-offsets", "--config", str(path), "--cluster", "backup"]
+    code, out = run_cli([*argv, "--source", source, "--group", group, "--json"], capsys)
+    assert code == 0
+    translated = {(r["topic"], r["partition"]): r["offset"] for r in json.loads(out)}
+    assert translated == {(remote, 0): 25, (remote, 1): 60}
+    upstream = consume_all(primary, topic, PARTITIONS)
+    resumed = resume(backup, remote, group, PARTITIONS)
+    for p in PARTITIONS:
+        assert resumed[p] == upstream[p][committed[p] :]
+
+    # A second pass finds the adopted position stored as progress: nothing adopted or copied.
+    again = replicate(config, config.flow(f"{source}->backup"), [topic], spark_resource)
+    assert meta(again, "adopted_mm2_partitions") == 0
+    assert meta(again, "records_copied") == 0
+
+
+def test_cut_over_after_mm2_killed_skips_what_it_wrote_past_its_connect_offset(
+    primary, backup, write_mm2_config, spark_resource, tmp_path
+) -> None:
+    source = f"mm2{uuid.uuid4().hex[:6]}"
+    prefix = unique("killed")
+    topic, group = f"{prefix}-events", f"{prefix}-app"
+    remote = f"{source}.{topic}"
+    create_topic(primary, topic, partitions=2)
+    produce(primary, topic, records(2, 80, tag="mm2"))
+    # Connect would commit its offsets only after 10 minutes: killed before, MM2 leaves none.
+    path = write_mm2_config(
+        mm2_lines(source, topic, group, flush_ms=600_000), aliases=(source, "backup")
+    )
+    flow = load_mm2_config(path).flow(f"{source}->backup")
+
+    proc, log = mm2_run(tmp_path, path, "mm2-killed")
+    try:
+        wait_for("MM2 to copy 160 records", lambda: remote_count(backup, remote) == 160, log)
+        time.sleep(1)  # its first offset syncs follow the records' acks
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert group_members(proc.pid) == []
+    # MM2's saved position lags what it wrote: all 160 records are on the backup.
+    saved = read_connect_offsets(flow)
+    assert all((saved.resume_offset(topic, p) or 0) < 80 for p in PARTITIONS), saved.offsets
+
+    produce(primary, topic, records(2, 10, tag="after"))
+    config = load_mm2_config(path)
+    event = replicate(config, config.flow(f"{source}->backup"), [topic], spark_resource)
+    assert meta(event, "adopted_mm2_partitions") == 2
+    assert meta(event, "records_copied") == 20
+    assert_exactly_the_source(primary, backup, topic, remote)
