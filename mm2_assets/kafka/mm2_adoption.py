@@ -91,7 +91,8 @@ def adopt_mm2_positions(
                     )
                     if offset is not None
                 ]
-                out[(topic, partition)] = max(found)
+                if found:  # a sync whose records no longer pair, and no Connect offset: none
+                    out[(topic, partition)] = max(found)
     finally:
         target.close()
     return out

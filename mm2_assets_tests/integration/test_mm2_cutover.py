@@ -12,19 +12,22 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import dagster as dg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mm2_assets.kafka.mirror_maker import start_mm2
 from mm2_assets.kafka.mm2_adoption import read_connect_offsets
 from mm2_assets.kafka.process_groups import group_members, stop_process_group
 from mm2_assets.kafka.replication_state import measure_lag
-from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets_tests.integration.test_checkpoints import (
     checkpoint_and_sync,
     consume_and_commit,
@@ -85,7 +88,7 @@ def remote_count(bootstrap: str, topic: str) -> int:
         for p in PARTITIONS:
             try:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
-            except Exception:
+            except KafkaException:  # the remote topic's partitions are still being created
                 return 0
             total += high - low
         return total
@@ -93,9 +96,56 @@ def remote_count(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def mm2_run(tmp_path: Path, config: Path, name: str) -> tuple[object, Path]:
-    log = tmp_path / f"{name}.log"
-    return start_mm2(config, log), log
+@dataclass(frozen=True)
+class Scenario:
+    """A two-partition source topic already filled, and the mm2.properties MM2 and then
+    mm2-assets run with (a source alias of its own, so MM2's internal topics are too)."""
+
+    source: str
+    topic: str
+    group: str
+    path: Path
+
+    @property
+    def remote(self) -> str:
+        """The remote topic, named as MM2 and we name it."""
+        return f"{self.source}.{self.topic}"
+
+    @property
+    def flow_name(self) -> str:
+        """`<source>->backup`."""
+        return f"{self.source}->backup"
+
+    def flow(self) -> FlowConfig:
+        """The flow as mm2-assets reads it from MM2's properties."""
+        return load_mm2_config(self.path).flow(self.flow_name)
+
+    def start_mm2(self, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+        """Start Apache MM2 on the properties; the process and its log."""
+        log = tmp_path / f"mm2-{self.source}.log"
+        return start_mm2(self.path, log), log
+
+
+def scenario(
+    primary: str, write_mm2_config, name: str, per_partition: int, *, flush_ms: int
+) -> Scenario:
+    """Create and fill the topic (`per_partition` records in each partition) and write the
+    properties; nothing runs yet."""
+    source = f"mm2{uuid.uuid4().hex[:6]}"
+    prefix = unique(name)
+    topic, group = f"{prefix}-orders", f"{prefix}-app"
+    create_topic(primary, topic, partitions=len(PARTITIONS))
+    produce(primary, topic, records(len(PARTITIONS), per_partition, tag="mm2"))
+    path = write_mm2_config(
+        mm2_lines(source, topic, group, flush_ms=flush_ms), aliases=(source, "backup")
+    )
+    return Scenario(source, topic, group, path)
+
+
+def cut_over(s: Scenario, spark_resource) -> dg.AssetMaterialization:
+    """One mm2-assets pass on MM2's properties; its materialization."""
+    config = load_mm2_config(s.path)
+    return replicate(config, config.flow(s.flow_name), [s.topic], spark_resource)
 
 
 def assert_exactly_the_source(primary: str, backup: str, topic: str, remote: str) -> None:
@@ -110,26 +160,17 @@ def assert_exactly_the_source(primary: str, backup: str, topic: str, remote: str
 def test_cut_over_after_mm2_stopped_copies_only_the_new_records(
     primary, backup, write_mm2_config, spark_resource, tmp_path, capsys
 ) -> None:
-    source = f"mm2{uuid.uuid4().hex[:6]}"
-    prefix = unique("cutover")
-    topic, group = f"{prefix}-orders", f"{prefix}-app"
-    remote = f"{source}.{topic}"
-    create_topic(primary, topic, partitions=2)
-    produce(primary, topic, records(2, 60, tag="mm2"))
-    committed = consume_and_commit(primary, topic, group, {0: 25, 1: 60})
-    path = write_mm2_config(
-        mm2_lines(source, topic, group, flush_ms=1000), aliases=(source, "backup")
-    )
-    flow = load_mm2_config(path).flow(f"{source}->backup")
+    s = scenario(primary, write_mm2_config, "cutover", 60, flush_ms=1000)
+    committed = consume_and_commit(primary, s.topic, s.group, {0: 25, 1: 60})
 
-    proc, log = mm2_run(tmp_path, path, "mm2")
+    proc, log = s.start_mm2(tmp_path)
     try:
-        wait_for("MM2 to copy 120 records", lambda: remote_count(backup, remote) == 120, log)
-        checkpoints = f"{source}.checkpoints.internal"
+        wait_for("MM2 to copy 120 records", lambda: remote_count(backup, s.remote) == 120, log)
+        checkpoints = f"{s.source}.checkpoints.internal"
         wait_for(
             "MM2's checkpoints of both partitions",
             lambda: (
-                {c.partition for c in group_checkpoints(backup, checkpoints, group)}
+                {c.partition for c in group_checkpoints(backup, checkpoints, s.group)}
                 == set(PARTITIONS)
             ),
             log,
@@ -138,7 +179,8 @@ def test_cut_over_after_mm2_stopped_copies_only_the_new_records(
         wait_for(
             "MM2's Connect offsets",
             lambda: (
-                [read_connect_offsets(flow).resume_offset(topic, p) for p in PARTITIONS] == [60, 60]
+                [read_connect_offsets(s.flow()).resume_offset(s.topic, p) for p in PARTITIONS]
+                == [60, 60]
             ),
             log,
         )
@@ -146,28 +188,27 @@ def test_cut_over_after_mm2_stopped_copies_only_the_new_records(
         stop_process_group(proc)
     assert proc.returncode is not None and group_members(proc.pid) == []
 
-    produce(primary, topic, records(2, 15, tag="after"))
-    config = load_mm2_config(path)
-    event = replicate(config, config.flow(f"{source}->backup"), [topic], spark_resource)
+    produce(primary, s.topic, records(2, 15, tag="after"))
+    event = cut_over(s, spark_resource)
     assert meta(event, "adopted_mm2_partitions") == 2
     assert meta(event, "records_copied") == 30  # only what arrived after MM2 stopped
-    assert_exactly_the_source(primary, backup, topic, remote)
+    assert_exactly_the_source(primary, backup, s.topic, s.remote)
 
     # The group MM2 checkpointed fails over to exactly the records it had not read: the rest
     # of MM2's copy on partition 0, only ours on partition 1.
-    checkpoint_and_sync(config.flow(f"{source}->backup"))
-    argv = ["translate-offsets", "--config", str(path), "--cluster", "backup"]
-    code, out = run_cli([*argv, "--source", source, "--group", group, "--json"], capsys)
+    checkpoint_and_sync(s.flow())
+    argv = ["translate-offsets", "--config", str(s.path), "--cluster", "backup"]
+    code, out = run_cli([*argv, "--source", s.source, "--group", s.group, "--json"], capsys)
     assert code == 0
     translated = {(r["topic"], r["partition"]): r["offset"] for r in json.loads(out)}
-    assert translated == {(remote, 0): 25, (remote, 1): 60}
-    upstream = consume_all(primary, topic, PARTITIONS)
-    resumed = resume(backup, remote, group, PARTITIONS)
+    assert translated == {(s.remote, 0): 25, (s.remote, 1): 60}
+    upstream = consume_all(primary, s.topic, PARTITIONS)
+    resumed = resume(backup, s.remote, s.group, PARTITIONS)
     for p in PARTITIONS:
         assert resumed[p] == upstream[p][committed[p] :]
 
     # A second pass finds the adopted position stored as progress: nothing adopted or copied.
-    again = replicate(config, config.flow(f"{source}->backup"), [topic], spark_resource)
+    again = cut_over(s, spark_resource)
     assert meta(again, "adopted_mm2_partitions") == 0
     assert meta(again, "records_copied") == 0
 
@@ -175,37 +216,27 @@ def test_cut_over_after_mm2_stopped_copies_only_the_new_records(
 def test_cut_over_after_mm2_killed_skips_what_it_wrote_past_its_connect_offset(
     primary, backup, write_mm2_config, spark_resource, tmp_path
 ) -> None:
-    source = f"mm2{uuid.uuid4().hex[:6]}"
-    prefix = unique("killed")
-    topic, group = f"{prefix}-events", f"{prefix}-app"
-    remote = f"{source}.{topic}"
-    create_topic(primary, topic, partitions=2)
-    produce(primary, topic, records(2, 80, tag="mm2"))
     # Connect would commit its offsets only after 10 minutes: killed before, MM2 leaves none.
-    path = write_mm2_config(
-        mm2_lines(source, topic, group, flush_ms=600_000), aliases=(source, "backup")
-    )
-    flow = load_mm2_config(path).flow(f"{source}->backup")
+    s = scenario(primary, write_mm2_config, "killed", 80, flush_ms=600_000)
 
-    proc, log = mm2_run(tmp_path, path, "mm2-killed")
+    proc, log = s.start_mm2(tmp_path)
     try:
-        wait_for("MM2 to copy 160 records", lambda: remote_count(backup, remote) == 160, log)
+        wait_for("MM2 to copy 160 records", lambda: remote_count(backup, s.remote) == 160, log)
         time.sleep(1)  # its first offset syncs follow the records' acks
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     assert group_members(proc.pid) == []
     # MM2's saved position lags what it wrote: all 160 records are on the backup.
-    saved = read_connect_offsets(flow)
-    assert all((saved.resume_offset(topic, p) or 0) < 80 for p in PARTITIONS), saved.offsets
+    saved = read_connect_offsets(s.flow())
+    assert all((saved.resume_offset(s.topic, p) or 0) < 80 for p in PARTITIONS), saved.offsets
 
     # New records on partition 0 only: partition 1's adopted position has nothing to cover.
-    produce(primary, topic, records(1, 10, tag="after"))
-    config = load_mm2_config(path)
-    event = replicate(config, config.flow(f"{source}->backup"), [topic], spark_resource)
+    produce(primary, s.topic, records(1, 10, tag="after"))
+    event = cut_over(s, spark_resource)
     assert meta(event, "adopted_mm2_partitions") == 2
     assert meta(event, "records_copied") == 10
-    assert_exactly_the_source(primary, backup, topic, remote)
+    assert_exactly_the_source(primary, backup, s.topic, s.remote)
     # Both adopted positions are stored progress (partition 1's alone in its transaction):
     # the lag the checks and sensors measure is 0, not MM2's whole copy.
-    assert measure_lag(config.flow(f"{source}->backup")).lag_by_topic() == {topic: 0}
+    assert measure_lag(s.flow()).lag_by_topic() == {s.topic: 0}
