@@ -53,7 +53,7 @@ from mm2_assets.mm2.settings import (
     REGEX,
     REPLICATION_FACTOR,
     SEPARATOR,
-    STRING,
+    TOPIC_NAME,
     URL,
     RegexList,
     Setting,
@@ -400,7 +400,7 @@ class FlowSettings:
     )
     mm2assets_mm2_offsets_topic: str = flow_setting(
         "mm2assets.mm2.offsets.topic",
-        STRING,
+        TOPIC_NAME,
         "",
         "The Kafka Connect offsets topic on the target holding MM2's copy position (empty: "
         "`mm2-offsets.<source>.internal`, MM2 dedicated mode's; set it to the Connect "
