@@ -22,7 +22,7 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.kafka.replication_plan import ReplicationPlan
-from mm2_assets.kafka.replication_state import recreation_warnings
+from mm2_assets.kafka.replication_state import adoption_lines, recreation_warnings
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.errors import UsageError
@@ -53,6 +53,8 @@ class PrintingReporter(FollowerReporter):
             self._print(f"not replicating '{topic}': {reason}", error=True)
         for warning in recreation_warnings(self.flow.name, plan.states):
             self._print(warning.removeprefix(f"{self.flow.name}: "), error=True)
+        for line in adoption_lines(self.flow.name, plan.states):
+            self._print(line.removeprefix(f"{self.flow.name}: "))
 
     def window(self, window: FollowerWindow) -> None:
         seconds = max(window.ended_at - window.started_at, 1e-3)

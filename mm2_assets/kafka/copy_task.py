@@ -101,6 +101,8 @@ class PartitionRange:
     # The source topic's id at plan time: committed progress of another id belongs to an
     # earlier incarnation of the topic (deleted and recreated) and is not resumed from.
     topic_id: str | None = None
+    # Where to start when no progress is committed: MM2's adopted position (None: log start).
+    adopted_offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,8 @@ class CopyResult:
     lost_to_retention: int = 0
     restarted: int = 0
     topic_deleted: int = 0
+    # 1 when the partition started at MM2's adopted position (cut-over from MM2).
+    adopted: int = 0
     # Where the task ran (set by the Spark job): the executor (`driver` in local mode), its
     # host, JVM pid and that JVM's parent (a standalone worker), and the file the task's
     # `mm2_assets` was imported from.
@@ -358,7 +362,11 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
                 part.partition,
                 committed.next_offset,  # type: ignore[union-attr]
             )
-        start = committed.next_offset if committed and not restarted else OFFSET_BEGINNING
+        adopted = committed is None and part.adopted_offset is not None
+        if committed and not restarted:
+            start = committed.next_offset
+        else:
+            start = part.adopted_offset if adopted else OFFSET_BEGINNING  # type: ignore[assignment]
         lane = _Lane(
             part,
             CopyResult(
@@ -373,7 +381,14 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
             lost_total=committed.lost_to_retention if committed else 0,
         )
         lane.result.restarted = int(restarted)
-        lane.done = part.end_offset is not None and start >= 0 and start >= part.end_offset
+        lane.result.adopted = int(adopted)
+        if adopted:
+            # The adopted position must become progress even if nothing is left to copy:
+            # mark it as not yet recorded (the copier commits it at the end of the log).
+            lane.result.next_offset = -1
+        lane.done = (
+            not adopted and part.end_offset is not None and start >= 0 and start >= part.end_offset
+        )
         lanes.append(lane)
     if not all(lane.done for lane in lanes):
         copier = _Copier(spec, producer, lanes)

@@ -17,6 +17,7 @@ pairing does not verify, the answer is MM2's rule from the last verified pair: n
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -122,6 +123,20 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         return translate_with_pairs(
             anchor, self._verified(tp, anchor, upstream_offset), upstream_offset
         )
+
+    def copied_through(self, topic_partition: tuple[str, int]) -> int | None:
+        """One past the last upstream record found on the target by pairing the records after
+        the partition's latest offset sync (at most `max_records`); None without a sync or
+        when its anchor does not verify. Where a copy that wrote those syncs left off, even
+        when its own position was not saved (MM2's Connect offsets lag its writes)."""
+        tp = TopicPartition(*topic_partition)
+        sync = self.store.latest_sync(tp)
+        if sync is None:
+            return None
+        anchor = (sync.upstream_offset, sync.downstream_offset)
+        # No upper bound: the walk stops where the target's records end.
+        pairs = self._verified(tp, anchor, sys.maxsize)
+        return pairs[-1][0] + 1 if pairs else None
 
     def _consumer(self, side: Side) -> Consumer:
         consumer = self._consumers.get(side)

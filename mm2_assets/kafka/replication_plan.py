@@ -201,10 +201,18 @@ def plan_replication(
         config_filter.close()
 
     counts = {t: source_topics[t].partitions for t in plan.remote_topics}
-    plan.states = partition_states(flow, counts, source_admin=source_admin)
+    plan.states = partition_states(
+        flow, counts, source_admin=source_admin, adopt_from=plan.remote_topics
+    )
     if follower_tasks is not None:
         ranges = [
-            PartitionRange(s.topic, plan.remote_topics[s.topic], s.partition, topic_id=s.topic_id)
+            PartitionRange(
+                s.topic,
+                plan.remote_topics[s.topic],
+                s.partition,
+                topic_id=s.topic_id,
+                adopted_offset=s.next_offset if s.adopted else None,
+            )
             for s in plan.states
         ]
         plan.tasks = [
@@ -213,7 +221,7 @@ def plan_replication(
         ]
         return plan
     for state in plan.states:
-        if state.lag == 0:
+        if state.lag == 0 and not state.adopted:  # an adopted position is recorded even so
             continue
         topic, partition = state.topic, state.partition
         plan.tasks.append(
@@ -226,6 +234,7 @@ def plan_replication(
                         partition,
                         state.end_offset,
                         topic_id=state.topic_id,
+                        adopted_offset=state.next_offset if state.adopted else None,
                     )
                 ],
                 transactional_id(flow, topic, partition),

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.mm2_adoption import adopt_mm2_positions
 from mm2_assets.kafka.progress_store import read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import is_other_incarnation
@@ -40,6 +41,9 @@ class PartitionState:
     recreated_from: int | None = None
     """The committed progress of an earlier incarnation of the topic (deleted and recreated
     under the same name), which is no resume point; None when there was none."""
+    adopted: bool = False
+    """`next_offset` is MM2's position, adopted for a partition never copied by mm2-assets
+    (`mm2_adoption`); the copy records it as progress."""
 
     @property
     def lag(self) -> int:
@@ -48,11 +52,19 @@ class PartitionState:
 
 
 def partition_states(
-    flow: FlowConfig, partition_counts: Mapping[str, int], *, source_admin: AdminClient
+    flow: FlowConfig,
+    partition_counts: Mapping[str, int],
+    *,
+    source_admin: AdminClient,
+    adopt_from: Mapping[str, str] | None = None,
 ) -> list[PartitionState]:
     """The state of every partition of the source topics in `partition_counts` (topic →
     partition count), sorted by topic and partition. One read of the progress store and one
-    batched ListOffsets per offset kind."""
+    batched ListOffsets per offset kind.
+
+    With `adopt_from` (source → remote topic names), partitions with no progress at all
+    resume at MM2's position where it left one (`mm2_adoption`); the planner asks for that,
+    the lag measurement does not (it would read MM2's topics every tick)."""
     progress = read_flow_progress(flow)
     keys = [(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
     ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
@@ -62,20 +74,30 @@ def partition_states(
         for key, done in progress.items()
         if key in ends and not is_other_incarnation(done, ids.get(key[0]), ends[key])
     }
+    adopted = (
+        adopt_mm2_positions(flow, [k for k in keys if k not in progress], adopt_from)
+        if adopt_from is not None
+        else {}
+    )
     starts = start_offsets(
-        source_admin, [k for k in keys if k not in resumable], cluster=flow.source.alias
+        source_admin,
+        [k for k in keys if k not in resumable and k not in adopted],
+        cluster=flow.source.alias,
     )
     states = []
     for key in keys:
         done = resumable.get(key)
         stale = progress.get(key) if done is None else None
+        # An adopted position below the log start is a retention gap the copy reports.
+        next_offset = done.next_offset if done else adopted.get(key, starts.get(key, 0))
         states.append(
             PartitionState(
                 *key,
-                next_offset=done.next_offset if done else starts[key],
+                next_offset=next_offset,
                 end_offset=ends[key],
                 topic_id=ids.get(key[0]),
                 recreated_from=stale.next_offset if stale else None,
+                adopted=key in adopted,
             )
         )
     return states
@@ -177,6 +199,18 @@ def recreation_warnings(flow: str, states: Iterable[PartitionState]) -> list[str
         "records are copied from the new log start and appended to the remote topic after "
         "the old topic's"
         for topic, parts in sorted(by_topic.items())
+    ]
+
+
+def adoption_lines(flow: str, states: Iterable[PartitionState]) -> list[str]:
+    """The report line of a plan that adopted MM2's position for some partitions (none when
+    it adopted none)."""
+    adopted = sum(s.adopted for s in states)
+    if not adopted:
+        return []
+    return [
+        f"{flow}: adopted MM2's position for {adopted} partitions (no mm2-assets progress yet: "
+        "they resume after the last record MM2 copied, not at the source's log start)"
     ]
 
 

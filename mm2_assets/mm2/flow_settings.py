@@ -54,6 +54,7 @@ from mm2_assets.mm2.settings import (
     REGEX,
     REPLICATION_FACTOR,
     SEPARATOR,
+    TOPIC_NAME,
     URL,
     RegexList,
     Setting,
@@ -390,6 +391,22 @@ class FlowSettings:
         "both clusters: at most this many per partition and sync per pass (0: MM2's rule, up "
         "to `offset.lag.max` records re-read after failover).",
         blank_is_default=True,
+    )
+    mm2assets_adopt_mm2_offsets: bool = flow_setting(
+        "mm2assets.adopt.mm2.offsets",
+        BOOLEAN,
+        "true",
+        "Cutting over from MM2: a partition with no mm2-assets progress yet resumes after the "
+        "last record MM2 copied (its Connect offset, then its copied records after its last "
+        "offset sync paired by content) instead of at the source's log start.",
+    )
+    mm2assets_mm2_offsets_topic: str = flow_setting(
+        "mm2assets.mm2.offsets.topic",
+        TOPIC_NAME,
+        "",
+        "The Kafka Connect offsets topic on the target holding MM2's copy position (empty: "
+        "`mm2-offsets.<source>.internal`, MM2 dedicated mode's; set it to the Connect "
+        "cluster's `offset.storage.topic` when MM2 ran there).",
     )
     mm2assets_alert_sink_class: str = flow_setting(
         "mm2assets.alert.sink.class",

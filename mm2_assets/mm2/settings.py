@@ -36,6 +36,7 @@ __all__ = [
     "REPLICATION_FACTOR",
     "SEPARATOR",
     "STRING",
+    "TOPIC_NAME",
     "URL",
     "Kind",
     "RegexList",
@@ -237,6 +238,22 @@ class _String(Kind):
 
 
 @dataclass(frozen=True)
+class _TopicName(Kind):
+    def parse(self, value: str, key: str, default: str) -> str:
+        name = value.strip()
+        # Kafka's Topic.validate: legal characters, at most 249, not '.' or '..'.
+        if name and (not is_legal_name_part(name) or len(name) > 249 or name in (".", "..")):
+            raise SettingValueError(
+                f"expected a Kafka topic name (at most 249 of {LEGAL_NAME_CHARS}, "
+                "not '.' or '..') or empty"
+            )
+        return name
+
+    def describe(self) -> str:
+        return "topic name or empty"
+
+
+@dataclass(frozen=True)
 class _Url(Kind):
     def parse(self, value: str, key: str, default: str) -> str:
         url = value.strip()
@@ -294,6 +311,7 @@ REPLICATION_FACTOR: Kind = _ReplicationFactor()
 REGEX: Kind = _RegexList()
 SEPARATOR: Kind = _Separator()
 STRING: Kind = _String()
+TOPIC_NAME: Kind = _TopicName()
 URL: Kind = _Url()
 OWNERS: Kind = _Owners()
 POSITIVE_NUMBER: Kind = _PositiveNumber()

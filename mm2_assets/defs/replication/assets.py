@@ -12,7 +12,11 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
 from mm2_assets.kafka.replication_plan import plan_replication
-from mm2_assets.kafka.replication_state import PartitionState, recreation_warnings
+from mm2_assets.kafka.replication_state import (
+    PartitionState,
+    adoption_lines,
+    recreation_warnings,
+)
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings, source_hazards
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.job import executors_of, run_copy_tasks
@@ -115,6 +119,8 @@ def replicated_topics_asset(
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
         for warning in recreation_warnings(flow.name, plan.states):
             context.log.warning(warning)
+        for line in adoption_lines(flow.name, plan.states):
+            context.log.info(line)
         # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
         max_tasks = flow.tasks_max if "tasks.max" in flow.properties else None
         results: list[CopyResult] = []
@@ -183,6 +189,7 @@ def replicated_topics_asset(
                 "megabytes_per_second": round(copied_bytes / seconds / 1e6, 3) if seconds else 0.0,
                 "transactions": sum(r.transactions for r in results),
                 "offset_syncs": sum(r.offset_syncs for r in results),
+                "adopted_mm2_partitions": sum(s.adopted for s in plan.states),
                 "remote_topics": dg.MetadataValue.json(plan.remote_topics),
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),

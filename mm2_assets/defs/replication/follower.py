@@ -44,7 +44,7 @@ from mm2_assets.kafka.checkpoint_task import CheckpointRun
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.kafka.heartbeats import HeartbeatEmission
 from mm2_assets.kafka.replication_plan import ReplicationPlan
-from mm2_assets.kafka.replication_state import recreation_warnings
+from mm2_assets.kafka.replication_state import adoption_lines, recreation_warnings
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.mm2.alerting import Alert
@@ -91,6 +91,8 @@ class DagsterFollowerReporter(FollowerReporter):
             self.context.log.warning(f"{self.flow.name}: not replicating '{topic}': {reason}")
         for warning in recreation_warnings(self.flow.name, plan.states):
             self.context.log.warning(warning)
+        for line in adoption_lines(self.flow.name, plan.states):
+            self.context.log.info(line)
         self.context.log.info(
             f"{self.flow.name}: following {len(plan.states)} partitions of {len(topics)} topics "
             f"with {len(plan.tasks)} tasks (layout {generation})"
