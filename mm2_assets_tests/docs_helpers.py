@@ -61,8 +61,23 @@ def console_commands(path: Path) -> list[str]:
     ]
 
 
-def _docs_command_argument(decorator: ast.expr) -> str | None:
-    # @pytest.mark.docs_command("...")
+def _string_constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level `NAME = "..."` assignments, so a marker may name a constant the test runs."""
+    constants: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    constants[target.id] = node.value.value
+    return constants
+
+
+def _docs_command_argument(decorator: ast.expr, constants: dict[str, str]) -> str | None:
+    # pytest.mark.docs_command("...") or pytest.mark.docs_command(CONSTANT)
     if not isinstance(decorator, ast.Call) or not decorator.args:
         return None
     func = decorator.func
@@ -71,23 +86,42 @@ def _docs_command_argument(decorator: ast.expr) -> str | None:
     argument = decorator.args[0]
     if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
         return argument.value
+    if isinstance(argument, ast.Name):
+        return constants.get(argument.id)
     return None
 
 
+def _module_marks(tree: ast.Module) -> list[ast.expr]:
+    """The marks of `pytestmark = mark` or `pytestmark = [marks...]` (the whole module's)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            value = node.value
+            return list(value.elts) if isinstance(value, ast.List | ast.Tuple) else [value]
+    return []
+
+
 def marked_commands() -> dict[str, list[str]]:
-    """Each command named by a `docs_command` marker in the test modules → the tests
-    (`module::function`) carrying it."""
+    """Each command named by a `docs_command` marker in the test modules (on a test function,
+    or on the whole module through `pytestmark`) → the tests (`module::function`, or the
+    module) carrying it."""
     found: dict[str, list[str]] = {}
     for module in sorted(TESTS.rglob("test_*.py")):
         tree = ast.parse(module.read_text(encoding="utf-8"))
+        constants = _string_constants(tree)
+        where = str(module.relative_to(ROOT))
+        for mark in _module_marks(tree):
+            command = _docs_command_argument(mark, constants)
+            if command is not None:
+                found.setdefault(command, []).append(where)
         for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for decorator in node.decorator_list:
-                command = _docs_command_argument(decorator)
+                command = _docs_command_argument(decorator, constants)
                 if command is not None:
-                    name = f"{module.relative_to(ROOT)}::{node.name}"
-                    found.setdefault(command, []).append(name)
+                    found.setdefault(command, []).append(f"{where}::{node.name}")
     return found
 
 

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -225,3 +226,13 @@ def delete_records_before(bootstrap: str, topic: str, offset: int, partition: in
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
         future.result(timeout=30)
+
+
+T = TypeVar("T")
+
+
+def without_heartbeats(by_topic: dict[str, T]) -> dict[str, T]:
+    """`by_topic` without heartbeats topics: MM2 replicates them whatever the topic filter, and
+    on the shared clusters other tests (Apache MM2 in the cut-over tests, the demo) may have
+    created `heartbeats` on primary before."""
+    return {t: v for t, v in by_topic.items() if t.rsplit(".", 1)[-1] != "heartbeats"}
