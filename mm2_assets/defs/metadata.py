@@ -31,3 +31,16 @@ def table_metadata(
         records.append(dg.TableRecord({name: row[name] for name in names}))
     schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns.items()])
     return dg.MetadataValue.table(records, schema=schema)
+
+
+def add_partition_metadata(
+    context: dg.AssetExecutionContext, per_partition: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Add each partition's own metadata to that partition's materialization event only.
+
+    A run over a partition range writes one materialization event per partition, each with
+    the run's metadata: per-topic details (tables, name maps) go to their topic's event, or a
+    run over n topics would store n copies of n topics' rows.
+    """
+    for partition, metadata in per_partition.items():
+        context.add_asset_metadata(dict(metadata), partition_key=partition)

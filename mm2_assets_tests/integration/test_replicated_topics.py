@@ -202,6 +202,44 @@ def test_identity_policy_keeps_the_topic_name(
     assert consume_all(backup, topic, [0, 1]) == consume_all(primary, topic, [0, 1])
 
 
+def test_a_run_over_many_topics_gives_each_topic_its_own_rows(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topics = sorted(unique(f"rows{i}") for i in range(3))
+    for count, topic in enumerate(topics, start=1):
+        create_filled_topic(
+            primary, topic, tricky_records(count, 4, seed=count, ts0=recent_ms(3000))
+        )
+    defs, flow = flow_defs(write_mm2_config())
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(f"{flow.key}__topics", topics)
+    asset = defs.get_assets_def(dg.AssetKey([flow.key, "replicated_topics"]))
+    result = dg.materialize(
+        [asset],
+        instance=instance,
+        resources={"spark": spark_resource},
+        tags={
+            "dagster/asset_partition_range_start": topics[0],
+            "dagster/asset_partition_range_end": topics[-1],
+        },
+    )
+    assert result.success
+    events = {
+        e.partition: e.metadata for e in result.asset_materializations_for_node(asset.node_def.name)
+    }
+    assert set(events) == set(topics)
+    for count, topic in enumerate(topics, start=1):
+        meta = events[topic]
+        # The run's totals on every event; the per-partition rows of its own topic only, so
+        # a run over n topics stores n topics' rows, not n².
+        assert meta["records_copied"].value == 4 * (1 + 2 + 3)
+        assert meta["remote_topics"].value == {topic: f"primary.{topic}"}
+        rows = [r.data for r in meta["partitions"].value.records]
+        assert [(r["topic"], r["partition"], r["records"]) for r in rows] == [
+            (topic, p, 4) for p in range(count)
+        ]
+
+
 def test_excluded_and_looping_topics_are_never_replicated(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:

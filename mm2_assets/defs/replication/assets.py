@@ -3,10 +3,11 @@
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 
 import time
+from collections.abc import Iterable
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import table_metadata
+from mm2_assets.defs.metadata import add_partition_metadata, table_metadata
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
@@ -40,7 +41,7 @@ PARTITION_COLUMNS = {  # the per-partition table of a materialization (pass or f
 
 
 def _partition_table(
-    states: list[PartitionState], results: dict[tuple[str, int], CopyResult]
+    states: Iterable[PartitionState], results: dict[tuple[str, int], CopyResult]
 ) -> dg.TableMetadataValue:
     rows = []
     for s in states:
@@ -133,6 +134,22 @@ def replicated_topics_asset(
         hazards = source_hazards(results, plan.states)
         for warning in hazard_warnings(flow.name, hazards):
             context.log.warning(warning)
+        # Each topic's materialization gets its own rows and remote topic, not the run's.
+        states_by_topic: dict[str, list[PartitionState]] = {t: [] for t in topics}
+        for s in plan.states:
+            states_by_topic.setdefault(s.topic, []).append(s)
+        add_partition_metadata(
+            context,
+            {
+                topic: {
+                    "remote_topics": dg.MetadataValue.json(
+                        {topic: plan.remote_topics[topic]} if topic in plan.remote_topics else {}
+                    ),
+                    "partitions": _partition_table(states, by_partition),
+                }
+                for topic, states in states_by_topic.items()
+            },
+        )
         records = sum(r.records for r in results)
         copied_bytes = sum(r.bytes for r in results)
         seconds = time.monotonic() - started
@@ -156,10 +173,8 @@ def replicated_topics_asset(
                 "megabytes_per_second": round(copied_bytes / seconds / 1e6, 3) if seconds else 0.0,
                 "transactions": sum(r.transactions for r in results),
                 "offset_syncs": sum(r.offset_syncs for r in results),
-                "remote_topics": dg.MetadataValue.json(plan.remote_topics),
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
-                "partitions": _partition_table(plan.states, by_partition),
                 **hazard_metadata(hazards),
             }
         )
