@@ -51,7 +51,10 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from dagster._serdes import serialize_value
 
+# This checkout's package (not whichever one the interpreter has installed), and the bench
+# helpers beside this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mm2_process import interrupt_on_sigterm
 
 from mm2_assets.definitions import build_definitions

@@ -2,7 +2,7 @@
 
 # No `from __future__ import annotations`: modules under defs keep Dagster-visible annotations.
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -33,14 +33,22 @@ def table_metadata(
     return dg.MetadataValue.table(records, schema=schema)
 
 
-def add_partition_metadata(
-    context: dg.AssetExecutionContext, per_partition: Mapping[str, Mapping[str, Any]]
-) -> None:
-    """Add each partition's own metadata to that partition's materialization event only.
+def partition_materializations(
+    asset_key: dg.AssetKey,
+    partitions: Iterable[str],
+    run_metadata: Mapping[str, Any],
+    own_metadata: Callable[[str], Mapping[str, Any]],
+) -> Iterator[dg.AssetMaterialization]:
+    """One materialization per partition: the run's metadata plus the partition's own.
 
-    A run over a partition range writes one materialization event per partition, each with
-    the run's metadata: per-topic details (tables, name maps) go to their topic's event, or a
-    run over n topics would store n copies of n topics' rows.
+    Assets over many partitions yield these (`output_required=False`) instead of returning
+    one result: a result's metadata is repeated on every partition's event, so per-topic
+    details would be stored n times for n topics, and Dagster's per-partition metadata API
+    re-reads every partition key on each call (both quadratic at thousands of topics).
     """
-    for partition, metadata in per_partition.items():
-        context.add_asset_metadata(dict(metadata), partition_key=partition)
+    for partition in partitions:
+        yield dg.AssetMaterialization(
+            asset_key=asset_key,
+            partition=partition,
+            metadata={**run_metadata, **own_metadata(partition)},
+        )

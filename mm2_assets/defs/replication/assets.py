@@ -3,12 +3,13 @@
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import add_partition_metadata, table_metadata
+from mm2_assets.defs.metadata import partition_materializations, table_metadata
 from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
 from mm2_assets.kafka.replication_plan import plan_replication
@@ -83,6 +84,8 @@ def replicated_topics_asset(
         deps=[upstream],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # One materialization per topic the run is for, yielded (`partition_materializations`).
+        output_required=False,
         group_name=flow.key,
         kinds={"kafka", "spark"},
         description=(
@@ -93,9 +96,11 @@ def replicated_topics_asset(
     )
     def replicated_topics(
         context: dg.AssetExecutionContext, spark: SparkResource
-    ) -> dg.MaterializeResult:
+    ) -> Iterator[dg.AssetMaterialization]:
         started = time.monotonic()
-        topics = list(context.partition_keys)
+        # A run over a range of topics may be for a few of them only (TOPICS_TAG): those
+        # are planned and materialized, the keys in between are left alone.
+        topics = requested_partitions(context.run.tags, context.partition_keys)
         plan = plan_replication(flow, topics)
         for topic, reason in plan.skipped.items():
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
@@ -138,18 +143,6 @@ def replicated_topics_asset(
         states_by_topic: dict[str, list[PartitionState]] = {t: [] for t in topics}
         for s in plan.states:
             states_by_topic.setdefault(s.topic, []).append(s)
-        add_partition_metadata(
-            context,
-            {
-                topic: {
-                    "remote_topics": dg.MetadataValue.json(
-                        {topic: plan.remote_topics[topic]} if topic in plan.remote_topics else {}
-                    ),
-                    "partitions": _partition_table(states, by_partition),
-                }
-                for topic, states in states_by_topic.items()
-            },
-        )
         records = sum(r.records for r in results)
         copied_bytes = sum(r.bytes for r in results)
         seconds = time.monotonic() - started
@@ -157,8 +150,10 @@ def replicated_topics_asset(
             f"{flow.name}: copied {records} records ({copied_bytes} bytes) in {len(results)} "
             f"partitions of {len(plan.remote_topics)} topics in {seconds:.1f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
+        yield from partition_materializations(
+            context.asset_key,
+            topics,
+            {
                 "records_copied": records,
                 "bytes_copied": copied_bytes,
                 "partitions_copied": len(results),
@@ -176,7 +171,13 @@ def replicated_topics_asset(
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
                 **hazard_metadata(hazards),
-            }
+            },
+            lambda topic: {
+                "remote_topics": dg.MetadataValue.json(
+                    {topic: plan.remote_topics[topic]} if topic in plan.remote_topics else {}
+                ),
+                "partitions": _partition_table(states_by_topic[topic], by_partition),
+            },
         )
 
     return replicated_topics

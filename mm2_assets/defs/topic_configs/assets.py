@@ -7,12 +7,13 @@ run as one multi-partition run. It does what MM2's MirrorSourceConnector does on
 
 # No `from __future__ import annotations`: Dagster checks the `context` annotation as an object.
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import add_partition_metadata, table_metadata
+from mm2_assets.defs.metadata import partition_materializations, table_metadata
+from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.topic_config_sync import (
     TopicConfigSyncError,
     TopicConfigSyncResult,
@@ -99,6 +100,8 @@ def topic_configs_asset(
         deps=[dg.AssetKey.from_coercible(replicated_topics_key)],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # One materialization per topic the run is for, yielded (`partition_materializations`).
+        output_required=False,
         group_name=flow.key,
         kinds={"kafka"},
         description=(
@@ -115,9 +118,9 @@ def topic_configs_asset(
             "use.defaults.from": flow.use_defaults_from,
         },
     )
-    def topic_configs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def topic_configs(context: dg.AssetExecutionContext) -> Iterator[dg.AssetMaterialization]:
         started = time.monotonic()
-        topics = list(context.partition_keys)
+        topics = requested_partitions(context.run.tags, context.partition_keys)
         enabled = flow.sync_topic_configs_enabled
         try:
             result = sync_topic_configs(flow, topics, sync_configs=enabled)
@@ -136,11 +139,11 @@ def topic_configs_asset(
             )
         for topic, diff in sorted(result.changed.items()):
             context.log.info(f"{flow.name}: {topic} -> {diff.as_dict()}")
-        add_partition_metadata(context, {t: topic_metadata(result, t) for t in topics})
-        return dg.MaterializeResult(
-            metadata=sync_metadata(
-                flow, result, configs_synced=enabled, seconds=time.monotonic() - started
-            )
+        yield from partition_materializations(
+            context.asset_key,
+            topics,
+            sync_metadata(flow, result, configs_synced=enabled, seconds=time.monotonic() - started),
+            lambda topic: topic_metadata(result, topic),
         )
 
     return topic_configs
