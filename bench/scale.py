@@ -95,7 +95,9 @@ def create_topics(bootstrap: str, names: Sequence[str], partitions: int = PARTIT
     wanted = [TopicPartition(n, p) for n in todo for p in range(partitions)]
     deadline = time.monotonic() + 600
     while wanted:
-        futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in wanted})
+        # A fresh client: a long-lived one keeps answering from its stale topic metadata.
+        probe = AdminClient({"bootstrap.servers": bootstrap})
+        futures = probe.list_offsets({tp: OffsetSpec.latest() for tp in wanted})
         errors = {tp: f.exception(timeout=60) for tp, f in futures.items()}
         wanted = [tp for tp, error in errors.items() if error is not None]
         if wanted and time.monotonic() > deadline:
