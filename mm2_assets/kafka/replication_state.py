@@ -17,9 +17,9 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.progress_store import read_flow_progress
+from mm2_assets.kafka.progress_store import PartitionKey, read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.progress import is_other_incarnation
+from mm2_assets.mm2.progress import Progress, is_other_incarnation
 
 PROBE_TIMEOUT_S = 5.0
 PROBE_MAX_PARTITIONS = 200
@@ -51,20 +51,55 @@ def partition_states(
     flow: FlowConfig, partition_counts: Mapping[str, int], *, source_admin: AdminClient
 ) -> list[PartitionState]:
     """The state of every partition of the source topics in `partition_counts` (topic →
-    partition count), sorted by topic and partition. One read of the progress store and one
-    batched ListOffsets per offset kind."""
+    partition count), sorted by topic and partition. One read of the progress store, one
+    DescribeTopics and at most two batched ListOffsets (the log start only where it matters,
+    see `needs_log_start`)."""
     progress = read_flow_progress(flow)
     keys = [(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
     ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
     ids = topic_ids(source_admin, partition_counts, cluster=flow.source.alias)
-    resumable = {
+    resumable = resumable_progress(progress, ends, ids)
+    starts = start_offsets(
+        source_admin, needs_log_start(keys, resumable, ends), cluster=flow.source.alias
+    )
+    return combine_states(keys, progress, resumable, ends, ids, starts)
+
+
+def resumable_progress(
+    progress: Mapping[PartitionKey, Progress],
+    ends: Mapping[PartitionKey, int],
+    ids: Mapping[str, str],
+) -> dict[PartitionKey, Progress]:
+    """The committed progress that is a resume point: of a partition measured now (in `ends`)
+    and of the topic's current incarnation."""
+    return {
         key: done
         for key, done in progress.items()
         if key in ends and not is_other_incarnation(done, ids.get(key[0]), ends[key])
     }
-    starts = start_offsets(
-        source_admin, [k for k in keys if k not in resumable], cluster=flow.source.alias
-    )
+
+
+def needs_log_start(
+    keys: Iterable[PartitionKey],
+    resumable: Mapping[PartitionKey, Progress],
+    ends: Mapping[PartitionKey, int],
+) -> list[PartitionKey]:
+    """The partitions whose log start must be asked for: no resume point, and records below
+    their end. An empty partition (end offset 0) starts at 0, so with thousands of idle
+    topics the tick skips a ListOffsets over every one of them."""
+    return [k for k in keys if k not in resumable and ends[k] > 0]
+
+
+def combine_states(
+    keys: Sequence[PartitionKey],
+    progress: Mapping[PartitionKey, Progress],
+    resumable: Mapping[PartitionKey, Progress],
+    ends: Mapping[PartitionKey, int],
+    ids: Mapping[str, str],
+    starts: Mapping[PartitionKey, int],
+) -> list[PartitionState]:
+    """Each partition's state from what was read: its resume point, else its log start
+    (`starts`; 0 when left out: an empty partition), against its end offset."""
     states = []
     for key in keys:
         done = resumable.get(key)
@@ -72,7 +107,7 @@ def partition_states(
         states.append(
             PartitionState(
                 *key,
-                next_offset=done.next_offset if done else starts[key],
+                next_offset=done.next_offset if done else starts.get(key, 0),
                 end_offset=ends[key],
                 topic_id=ids.get(key[0]),
                 recreated_from=stale.next_offset if stale else None,
