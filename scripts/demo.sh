@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 mkdir -p "$DAGSTER_HOME"
+# A partition-range run's plan as one event, not one per topic (README "Scale").
+export DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS=${DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS:-true}
 .venv/bin/mm2-assets kafka up
 trap '.venv/bin/mm2-assets kafka down' EXIT
 trap 'exit 130' INT TERM
