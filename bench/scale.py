@@ -59,6 +59,7 @@ from mm2_process import interrupt_on_sigterm
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV
 from mm2_assets.kafka.launcher import LocalCluster, log_tail, start_clusters, stop_cluster
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.kafka.runtime import KAFKA_VERSION
@@ -524,6 +525,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     interrupt_on_sigterm()
+    # As the project's launchers set it for the processes that create runs (docs/benchmarks.md, Scale).
+    os.environ.setdefault(PLANNED_EVENTS_ENV, "true")
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # brokers with 8,000 partitions
     sizes = [int(n) for n in args.topics.split(",")]

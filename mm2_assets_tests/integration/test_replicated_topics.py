@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.run_requests import partition_range_request
+from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV, partition_range_request
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.wire import OffsetSync
@@ -242,8 +242,10 @@ def test_a_run_over_many_topics_gives_each_topic_its_own_rows(
 
 
 def test_a_run_tagged_with_some_topics_of_its_range_works_on_those_only(
-    primary, backup, write_mm2_config, spark_resource
+    primary, backup, write_mm2_config, spark_resource, monkeypatch
 ) -> None:
+    # As the project's launchers run Dagster: the range's plan is one event, not one per key.
+    monkeypatch.setenv(PLANNED_EVENTS_ENV, "true")
     topics = sorted(unique(f"sparse{i}") for i in range(3))
     for topic in topics:
         create_filled_topic(primary, topic, tricky_records(1, 5, seed=9, ts0=recent_ms(3000)))
@@ -263,6 +265,12 @@ def test_a_run_tagged_with_some_topics_of_its_range_works_on_those_only(
     events = result.asset_materializations_for_node(asset.node_def.name)
     assert sorted(e.partition for e in events) == [topics[0], topics[2]]
     assert {e.metadata["records_copied"].value for e in events} == {10}
+    planned = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+    ).records
+    assert len(planned) == 1
+    subset = planned[0].event_log_entry.dagster_event.event_specific_data.partitions_subset
+    assert sorted(subset.get_partition_keys()) == topics
     from confluent_kafka.admin import AdminClient
 
     on_backup = AdminClient({"bootstrap.servers": backup}).list_topics(timeout=10).topics
