@@ -20,6 +20,7 @@ from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.replication.follower import follower_alive
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
+from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
@@ -50,7 +51,8 @@ def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
         *extra,
     ]
     print("$", " ".join(command[1:]), flush=True)
-    env = {**os.environ, CONFIG_ENV: str(config_path)}
+    # One planned event per run, not one per partition key (see PLANNED_EVENTS_ENV).
+    env = {PLANNED_EVENTS_ENV: "true", **os.environ, CONFIG_ENV: str(config_path)}
     subprocess.run(command, env=env, check=True)
 
 

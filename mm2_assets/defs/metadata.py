@@ -2,7 +2,7 @@
 
 # No `from __future__ import annotations`: modules under defs keep Dagster-visible annotations.
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -44,3 +44,24 @@ def table_metadata(
         records.append(dg.TableRecord({name: row[name] for name in names}))
     schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns.items()])
     return dg.MetadataValue.table(records, schema=schema)
+
+
+def partition_materializations(
+    asset_key: dg.AssetKey,
+    partitions: Iterable[str],
+    run_metadata: Mapping[str, Any],
+    own_metadata: Callable[[str], Mapping[str, Any]],
+) -> Iterator[dg.AssetMaterialization]:
+    """One materialization per partition: the run's metadata plus the partition's own.
+
+    Assets over many partitions yield these (`output_required=False`) instead of returning
+    one result: a result's metadata is repeated on every partition's event, so per-topic
+    details would be stored n times for n topics, and Dagster's per-partition metadata API
+    re-reads every partition key on each call (both quadratic at thousands of topics).
+    """
+    for partition in partitions:
+        yield dg.AssetMaterialization(
+            asset_key=asset_key,
+            partition=partition,
+            metadata={**run_metadata, **own_metadata(partition)},
+        )

@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.mm2_adoption import adopt_mm2_positions
-from mm2_assets.kafka.progress_store import read_flow_progress
+from mm2_assets.kafka.progress_store import PartitionKey, read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.progress import is_other_incarnation
+from mm2_assets.mm2.progress import Progress, is_other_incarnation
 
 PROBE_TIMEOUT_S = 5.0
 PROBE_MAX_PARTITIONS = 200
@@ -59,8 +59,9 @@ def partition_states(
     adopt_from: Mapping[str, str] | None = None,
 ) -> list[PartitionState]:
     """The state of every partition of the source topics in `partition_counts` (topic →
-    partition count), sorted by topic and partition. One read of the progress store and one
-    batched ListOffsets per offset kind.
+    partition count), sorted by topic and partition. One read of the progress store, one
+    DescribeTopics and at most two batched ListOffsets (the log start only where it matters,
+    see `needs_log_start`).
 
     With `adopt_from` (source → remote topic names), partitions with no progress at all
     resume at MM2's position where it left one (`mm2_adoption`); the planner asks for that,
@@ -69,11 +70,7 @@ def partition_states(
     keys = [(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
     ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
     ids = topic_ids(source_admin, partition_counts, cluster=flow.source.alias)
-    resumable = {
-        key: done
-        for key, done in progress.items()
-        if key in ends and not is_other_incarnation(done, ids.get(key[0]), ends[key])
-    }
+    resumable = resumable_progress(progress, ends, ids)
     adopted = (
         adopt_mm2_positions(flow, [k for k in keys if k not in progress], adopt_from)
         if adopt_from is not None
@@ -81,9 +78,50 @@ def partition_states(
     )
     starts = start_offsets(
         source_admin,
-        [k for k in keys if k not in resumable and k not in adopted],
+        [k for k in needs_log_start(keys, resumable, ends) if k not in adopted],
         cluster=flow.source.alias,
     )
+    return combine_states(keys, progress, resumable, ends, ids, starts, adopted)
+
+
+def resumable_progress(
+    progress: Mapping[PartitionKey, Progress],
+    ends: Mapping[PartitionKey, int],
+    ids: Mapping[str, str],
+) -> dict[PartitionKey, Progress]:
+    """The committed progress that is a resume point: of a partition measured now (in `ends`)
+    and of the topic's current incarnation."""
+    return {
+        key: done
+        for key, done in progress.items()
+        if key in ends and not is_other_incarnation(done, ids.get(key[0]), ends[key])
+    }
+
+
+def needs_log_start(
+    keys: Iterable[PartitionKey],
+    resumable: Mapping[PartitionKey, Progress],
+    ends: Mapping[PartitionKey, int],
+) -> list[PartitionKey]:
+    """The partitions whose log start must be asked for: no resume point, and records below
+    their end. An empty partition (end offset 0) starts at 0, so with thousands of idle
+    topics the tick skips a ListOffsets over every one of them."""
+    return [k for k in keys if k not in resumable and ends[k] > 0]
+
+
+def combine_states(
+    keys: Sequence[PartitionKey],
+    progress: Mapping[PartitionKey, Progress],
+    resumable: Mapping[PartitionKey, Progress],
+    ends: Mapping[PartitionKey, int],
+    ids: Mapping[str, str],
+    starts: Mapping[PartitionKey, int],
+    adopted: Mapping[PartitionKey, int] | None = None,
+) -> list[PartitionState]:
+    """Each partition's state from what was read: its resume point, else MM2's position
+    (`adopted`, cut-over from MM2), else its log start (`starts`; 0 when left out: an empty
+    partition), against its end offset."""
+    adopted = adopted or {}
     states = []
     for key in keys:
         done = resumable.get(key)
@@ -199,18 +237,6 @@ def recreation_warnings(flow: str, states: Iterable[PartitionState]) -> list[str
         "records are copied from the new log start and appended to the remote topic after "
         "the old topic's"
         for topic, parts in sorted(by_topic.items())
-    ]
-
-
-def adoption_lines(flow: str, states: Iterable[PartitionState]) -> list[str]:
-    """The report line of a plan that adopted MM2's position for some partitions (none when
-    it adopted none)."""
-    adopted = sum(s.adopted for s in states)
-    if not adopted:
-        return []
-    return [
-        f"{flow}: adopted MM2's position for {adopted} partitions (no mm2-assets progress yet: "
-        "they resume after the last record MM2 copied, not at the source's log start)"
     ]
 
 

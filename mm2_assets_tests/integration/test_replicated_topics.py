@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mm2_assets.definitions import build_definitions
+from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV, partition_range_request
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.wire import OffsetSync
@@ -200,6 +201,81 @@ def test_identity_policy_keeps_the_topic_name(
     materialize_topics(defs, flow.key, [topic], spark_resource)
 
     assert consume_all(backup, topic, [0, 1]) == consume_all(primary, topic, [0, 1])
+
+
+def test_a_run_over_many_topics_gives_each_topic_its_own_rows(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    topics = sorted(unique(f"rows{i}") for i in range(3))
+    for count, topic in enumerate(topics, start=1):
+        create_filled_topic(
+            primary, topic, tricky_records(count, 4, seed=count, ts0=recent_ms(3000))
+        )
+    defs, flow = flow_defs(write_mm2_config())
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(f"{flow.key}__topics", topics)
+    asset = defs.get_assets_def(dg.AssetKey([flow.key, "replicated_topics"]))
+    result = dg.materialize(
+        [asset],
+        instance=instance,
+        resources={"spark": spark_resource},
+        tags={
+            "dagster/asset_partition_range_start": topics[0],
+            "dagster/asset_partition_range_end": topics[-1],
+        },
+    )
+    assert result.success
+    events = {
+        e.partition: e.metadata for e in result.asset_materializations_for_node(asset.node_def.name)
+    }
+    assert set(events) == set(topics)
+    for count, topic in enumerate(topics, start=1):
+        meta = events[topic]
+        # The run's totals on every event; the per-partition rows of its own topic only, so
+        # a run over n topics stores n topics' rows, not n².
+        assert meta["records_copied"].value == 4 * (1 + 2 + 3)
+        assert meta["remote_topics"].value == {topic: f"primary.{topic}"}
+        rows = [r.data for r in meta["partitions"].value.records]
+        assert [(r["topic"], r["partition"], r["records"]) for r in rows] == [
+            (topic, p, 4) for p in range(count)
+        ]
+
+
+def test_a_run_tagged_with_some_topics_of_its_range_works_on_those_only(
+    primary, backup, write_mm2_config, spark_resource, monkeypatch
+) -> None:
+    # As the project's launchers run Dagster: the range's plan is one event, not one per key.
+    monkeypatch.setenv(PLANNED_EVENTS_ENV, "true")
+    topics = sorted(unique(f"sparse{i}") for i in range(3))
+    for topic in topics:
+        create_filled_topic(primary, topic, tricky_records(1, 5, seed=9, ts0=recent_ms(3000)))
+    defs, flow = flow_defs(write_mm2_config())
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(f"{flow.key}__topics", topics)
+    key = dg.AssetKey([flow.key, "replicated_topics"])
+    request = partition_range_request(
+        topics, [topics[0], topics[2]], asset_selection=[key], tags={}
+    )
+    assert request is not None
+    asset = defs.get_assets_def(key)
+    result = dg.materialize(
+        [asset], instance=instance, resources={"spark": spark_resource}, tags=request.tags
+    )
+    assert result.success
+    events = result.asset_materializations_for_node(asset.node_def.name)
+    assert sorted(e.partition for e in events) == [topics[0], topics[2]]
+    assert {e.metadata["records_copied"].value for e in events} == {10}
+    planned = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+    ).records
+    assert len(planned) == 1
+    subset = planned[0].event_log_entry.dagster_event.event_specific_data.partitions_subset
+    assert sorted(subset.get_partition_keys()) == topics
+    from confluent_kafka.admin import AdminClient
+
+    on_backup = AdminClient({"bootstrap.servers": backup}).list_topics(timeout=10).topics
+    assert f"primary.{topics[1]}" not in on_backup  # the key in between was left alone
+    assert len(consume_all(backup, f"primary.{topics[2]}", [0])[0]) == 5
 
 
 def test_excluded_and_looping_topics_are_never_replicated(

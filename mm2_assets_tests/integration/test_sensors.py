@@ -22,7 +22,13 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.alerts.sinks import WebhookAlertSink, redact_url
 from mm2_assets.defs.health.verdicts import CHECK_LAG, CHECK_TARGET_TOPICS
-from mm2_assets.defs.run_requests import FLOW_TAG, WORK_TAG, partition_range_request
+from mm2_assets.defs.run_requests import (
+    FLOW_TAG,
+    TOPICS_TAG,
+    WORK_TAG,
+    partition_range_request,
+    requested_partitions,
+)
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
 from mm2_assets.mm2.listeners import GroupListener, TopicListener
@@ -765,7 +771,21 @@ def test_partition_range_request_spans_the_wanted_keys() -> None:
     assert one is not None and one.partition_key == "c"
     many = partition_range_request(keys, ["d", "b"], asset_selection=[key], tags={})
     assert many is not None and range_of(many) == (None, "b", "d")
+    # The run is for b and d only: c lies in the range but needs no work.
+    assert many.tags[TOPICS_TAG] == "b,d"
+    assert requested_partitions(many.tags, ["b", "c", "d"]) == ["b", "d"]
+    whole = partition_range_request(keys, ["c", "b", "d"], asset_selection=[key], tags={})
+    assert whole is not None and TOPICS_TAG not in whole.tags
+    assert requested_partitions(whole.tags, ["b", "c", "d"]) == ["b", "c", "d"]
     assert partition_range_request(keys, ["zz"], asset_selection=[key], tags={}) is None
+    # 80 of 8,000 keys: tagged with the 80; beyond the size limit, the whole range.
+    big = [f"topic-{i:05d}" for i in range(8000)]
+    spread = big[::100]
+    request = partition_range_request(big, spread, asset_selection=[key], tags={})
+    assert request is not None
+    assert requested_partitions(request.tags, big[: big.index(spread[-1]) + 1]) == spread
+    every_other = partition_range_request(big, big[::2], asset_selection=[key], tags={})
+    assert every_other is not None and TOPICS_TAG not in every_other.tags
 
 
 def test_definitions_load_without_a_cluster(tmp_path: Path) -> None:

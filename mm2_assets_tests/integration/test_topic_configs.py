@@ -623,9 +623,16 @@ def test_one_run_syncs_many_topics_and_skips_unselected(primary, backup, write_m
         create_topic(primary, topic, config={"retention.ms": str(1_000_000 + i)})
     excluded = f"{prefix}-excluded-x"
     create_topic(primary, excluded)
-    meta = flow.metadata(flow.materialize([*topics, excluded]))
+    result = flow.materialize([*topics, excluded])
+    meta = flow.metadata(result)
     assert meta["topics_synced"] == 3
     assert set(meta["skipped_topics"]) == {excluded}
+    # Each topic's event holds its own row only: a run over n topics stores n rows, not n².
+    events = result.asset_materializations_for_node(flow.asset.node_def.name)
+    rows = {
+        e.partition: [r.data["topic"] for r in e.metadata["topics"].value.records] for e in events
+    }
+    assert rows == {**{t: [t] for t in topics}, excluded: []}
     for i, topic in enumerate(topics):
         assert overrides(backup, flow.remote(topic)) == {"retention.ms": str(1_000_000 + i)}
 

@@ -122,3 +122,31 @@ def test_user_cds_options_skip_the_archive_lookup(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(class_archive, "archive_path", fail)
     user = "-XX:SharedArchiveFile=/tmp/mine.jsa"
     assert class_archive.driver_java_options(user).endswith(user)
+
+
+def test_lag_asks_the_log_start_only_of_partitions_with_records_and_no_resume_point() -> None:
+    """The lag of an idle flow with thousands of empty partitions needs no log-start lookup:
+    an empty partition starts at 0; resume points stay, progress of another incarnation of
+    its topic does not, whatever the partition's end."""
+    from mm2_assets.mm2.progress import Progress
+
+    keys = [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 0)]
+    ends = {("a", 0): 0, ("a", 1): 50, ("b", 0): 40, ("b", 1): 0, ("c", 0): 7}
+    ids = {"a": "id-a", "b": "id-b", "c": "id-c"}
+    progress = {
+        ("a", 1): Progress("f", "a", 1, 30, 30, topic_id="id-a"),
+        ("b", 0): Progress("f", "b", 0, 25, 25, topic_id="id-old"),  # recreated topic
+        ("b", 1): Progress("f", "b", 1, 9, 9, topic_id="id-b"),  # beyond the end: recreated
+    }
+    resumable = replication_state.resumable_progress(progress, ends, ids)
+    assert set(resumable) == {("a", 1)}
+    assert replication_state.needs_log_start(keys, resumable, ends) == [("b", 0), ("c", 0)]
+    starts = {("b", 0): 10, ("c", 0): 3}
+    states = replication_state.combine_states(keys, progress, resumable, ends, ids, starts)
+    assert [(s.topic, s.partition, s.next_offset, s.lag, s.recreated_from) for s in states] == [
+        ("a", 0, 0, 0, None),
+        ("a", 1, 30, 20, None),
+        ("b", 0, 10, 30, 25),
+        ("b", 1, 0, 0, 9),
+        ("c", 0, 3, 4, None),
+    ]

@@ -27,6 +27,7 @@ from mm2_assets.defs.run_requests import (
     PARTITION_RANGE_START_TAG,
     WORK_FOLLOW,
     WORK_TAG,
+    requested_partitions,
     streak_before,
     work_history,
 )
@@ -52,7 +53,7 @@ def run_topics(
     if partitions is not None:
         keys = list(instance.get_dynamic_partitions(partitions.name))
         if start in keys and end in keys:
-            return keys[keys.index(start) : keys.index(end) + 1]
+            return requested_partitions(run.tags, keys[keys.index(start) : keys.index(end) + 1])
     return [start, end] if start != end else [start]
 
 

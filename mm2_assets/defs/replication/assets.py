@@ -3,12 +3,14 @@
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 
 import time
+from collections.abc import Iterable, Iterator
 
 import dagster as dg
 
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.metadata import flow_tags, table_metadata
+from mm2_assets.defs.metadata import flow_tags, partition_materializations, table_metadata
 from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
 from mm2_assets.kafka.replication_plan import plan_replication
@@ -47,7 +49,7 @@ PARTITION_COLUMNS = {  # the per-partition table of a materialization (pass or f
 
 
 def _partition_table(
-    states: list[PartitionState], results: dict[tuple[str, int], CopyResult]
+    states: Iterable[PartitionState], results: dict[tuple[str, int], CopyResult]
 ) -> dg.TableMetadataValue:
     rows = []
     for s in states:
@@ -99,6 +101,8 @@ def replicated_topics_asset(
         backfill_policy=dg.BackfillPolicy.single_run(),
         # One copying step per flow at a time (see `concurrency`).
         pool=replication_pool(flow),
+        # One materialization per topic the run is for, yielded (`partition_materializations`).
+        output_required=False,
         group_name=flow.key,
         tags=flow_tags(flow),
         owners=list(flow.mm2assets_asset_owners),
@@ -111,9 +115,11 @@ def replicated_topics_asset(
     )
     def replicated_topics(
         context: dg.AssetExecutionContext, spark: SparkResource
-    ) -> dg.MaterializeResult:
+    ) -> Iterator[dg.AssetMaterialization]:
         started = time.monotonic()
-        topics = list(context.partition_keys)
+        # A run over a range of topics may be for a few of them only (TOPICS_TAG): those
+        # are planned and materialized, the keys in between are left alone.
+        topics = requested_partitions(context.run.tags, context.partition_keys)
         plan = plan_replication(flow, topics)
         for topic, reason in plan.skipped.items():
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
@@ -154,18 +160,24 @@ def replicated_topics_asset(
             lag_by_topic[s.topic] += max(0, now_ends[(s.topic, s.partition)] - next_offset)
             copied_by_topic[s.topic] += done.records if done else 0
         lag = sum(lag_by_topic.values())
-        topic_rows = [
-            {
-                "topic": topic,
-                "remote_topic": remote,
-                "records_copied": copied_by_topic[topic],
-                "lag_records": lag_by_topic[topic],
-            }
-            for topic, remote in sorted(plan.remote_topics.items())
-        ]
+        topic_rows = {
+            topic: [
+                {
+                    "topic": topic,
+                    "remote_topic": remote,
+                    "records_copied": copied_by_topic[topic],
+                    "lag_records": lag_by_topic[topic],
+                }
+            ]
+            for topic, remote in plan.remote_topics.items()
+        }
         hazards = source_hazards(results, plan.states)
         for warning in hazard_warnings(flow.name, hazards):
             context.log.warning(warning)
+        # Each topic's materialization gets its own rows and remote topic, not the run's.
+        states_by_topic: dict[str, list[PartitionState]] = {t: [] for t in topics}
+        for s in plan.states:
+            states_by_topic.setdefault(s.topic, []).append(s)
         records = sum(r.records for r in results)
         copied_bytes = sum(r.bytes for r in results)
         seconds = time.monotonic() - started
@@ -173,8 +185,10 @@ def replicated_topics_asset(
             f"{flow.name}: copied {records} records ({copied_bytes} bytes) in {len(results)} "
             f"partitions of {len(plan.remote_topics)} topics in {seconds:.1f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
+        yield from partition_materializations(
+            context.asset_key,
+            topics,
+            {
                 "records_copied": records,
                 "bytes_copied": copied_bytes,
                 "partitions_copied": len(results),
@@ -190,16 +204,20 @@ def replicated_topics_asset(
                 "transactions": sum(r.transactions for r in results),
                 "offset_syncs": sum(r.offset_syncs for r in results),
                 "adopted_mm2_partitions": sum(s.adopted for s in plan.states),
-                "remote_topics": dg.MetadataValue.json(plan.remote_topics),
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
-                # Dagster gives every partition of a multi-partition run the same metadata:
-                # the totals above are the run's, this table has each topic's share.
-                "topics": table_metadata(TOPIC_COLUMNS, topic_rows),
-                "partitions": _partition_table(plan.states, by_partition),
                 "spark_executors": dg.MetadataValue.json(executors_of(results)),
                 **hazard_metadata(hazards),
-            }
+            },
+            # The totals above are the run's; each topic's own share, rows and remote topic.
+            lambda topic: {
+                "remote_topics": dg.MetadataValue.json(
+                    {topic: plan.remote_topics[topic]} if topic in plan.remote_topics else {}
+                ),
+                "topics": table_metadata(TOPIC_COLUMNS, topic_rows.get(topic, [])),
+                "topic_lag_records": lag_by_topic.get(topic, 0),
+                "partitions": _partition_table(states_by_topic[topic], by_partition),
+            },
         )
 
     return replicated_topics

@@ -39,7 +39,7 @@ from mm2_assets.defs.run_requests import (
     streak_before,
     work_history,
 )
-from mm2_assets.defs.topic_configs.assets import sync_metadata
+from mm2_assets.defs.topic_configs.assets import sync_metadata, topic_metadata
 from mm2_assets.kafka.checkpoint_task import CheckpointRun
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.kafka.heartbeats import HeartbeatEmission
@@ -161,7 +161,9 @@ class DagsterFollowerReporter(FollowerReporter):
             self.flow, result, configs_synced=self.flow.sync_topic_configs_enabled, seconds=seconds
         )
         for topic in sorted(result.diffs):
-            self._materialize("topic_configs", metadata, partition=topic)
+            self._materialize(
+                "topic_configs", {**metadata, **topic_metadata(result, topic)}, partition=topic
+            )
 
     def problem(self, what: str, error: BaseException) -> None:
         self.context.log.warning(f"{self.flow.name}: {what} failed (retried): {error}")

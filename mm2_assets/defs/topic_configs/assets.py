@@ -7,12 +7,13 @@ run as one multi-partition run. It does what MM2's MirrorSourceConnector does on
 
 # No `from __future__ import annotations`: Dagster checks the `context` annotation as an object.
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.metadata import flow_tags, table_metadata
+from mm2_assets.defs.metadata import flow_tags, partition_materializations, table_metadata
+from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.topic_config_sync import (
     TopicConfigSyncError,
     TopicConfigSyncResult,
@@ -32,7 +33,14 @@ _TOPIC_COLUMNS = {
 }
 
 
-def _table(result: TopicConfigSyncResult) -> dg.TableMetadataValue:
+def topic_metadata(result: TopicConfigSyncResult, topic: str) -> dict[str, Any]:
+    """The metadata of `topic`'s own materialization: its row of the sync (none when the
+    topic was skipped). Kept out of the run-wide metadata, which every topic's event of a
+    partition-range run repeats."""
+    return {"topics": _table(result, {topic})}
+
+
+def _table(result: TopicConfigSyncResult, only: Collection[str]) -> dg.TableMetadataValue:
     rows = [
         {
             "topic": topic,
@@ -45,6 +53,7 @@ def _table(result: TopicConfigSyncResult) -> dg.TableMetadataValue:
             "deleted": ", ".join(diff.deleted),
         }
         for topic, diff in sorted(result.diffs.items())
+        if topic in only
     ]
     return table_metadata(_TOPIC_COLUMNS, rows)
 
@@ -52,7 +61,8 @@ def _table(result: TopicConfigSyncResult) -> dg.TableMetadataValue:
 def sync_metadata(
     flow: FlowConfig, result: TopicConfigSyncResult, *, configs_synced: bool, seconds: float
 ) -> dict[str, Any]:
-    """The materialization metadata: what changed per topic (sensitive values masked)."""
+    """The run-wide materialization metadata: what changed per topic (sensitive values
+    masked). Each topic's own row is `topic_metadata`."""
     changed = result.changed
     return {
         "config_sync": "enabled" if configs_synced else "disabled (sync.topic.configs.enabled)",
@@ -67,7 +77,6 @@ def sync_metadata(
         "fell_back_to_alter_configs": dg.MetadataValue.json(result.fell_back),
         "changes": dg.MetadataValue.json({t: d.as_dict() for t, d in sorted(changed.items())}),
         "skipped_topics": dg.MetadataValue.json(result.skipped),
-        "topics": _table(result),
         "duration_seconds": round(seconds, 3),
     }
 
@@ -91,6 +100,8 @@ def topic_configs_asset(
         deps=[dg.AssetKey.from_coercible(replicated_topics_key)],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # One materialization per topic the run is for, yielded (`partition_materializations`).
+        output_required=False,
         group_name=flow.key,
         tags=flow_tags(flow),
         owners=list(flow.mm2assets_asset_owners),
@@ -109,9 +120,9 @@ def topic_configs_asset(
             "use.defaults.from": flow.use_defaults_from,
         },
     )
-    def topic_configs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def topic_configs(context: dg.AssetExecutionContext) -> Iterator[dg.AssetMaterialization]:
         started = time.monotonic()
-        topics = list(context.partition_keys)
+        topics = requested_partitions(context.run.tags, context.partition_keys)
         enabled = flow.sync_topic_configs_enabled
         try:
             result = sync_topic_configs(flow, topics, sync_configs=enabled)
@@ -130,10 +141,11 @@ def topic_configs_asset(
             )
         for topic, diff in sorted(result.changed.items()):
             context.log.info(f"{flow.name}: {topic} -> {diff.as_dict()}")
-        return dg.MaterializeResult(
-            metadata=sync_metadata(
-                flow, result, configs_synced=enabled, seconds=time.monotonic() - started
-            )
+        yield from partition_materializations(
+            context.asset_key,
+            topics,
+            sync_metadata(flow, result, configs_synced=enabled, seconds=time.monotonic() - started),
+            lambda topic: topic_metadata(result, topic),
         )
 
     return topic_configs
