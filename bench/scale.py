@@ -525,7 +525,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     interrupt_on_sigterm()
-    # As the project's launchers set it for the processes that create runs (docs/benchmarks.md, Scale).
+    # As the project's launchers set it for the processes that create runs (docs/benchmarks.md).
     os.environ.setdefault(PLANNED_EVENTS_ENV, "true")
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # brokers with 8,000 partitions
