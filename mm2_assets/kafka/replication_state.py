@@ -240,6 +240,18 @@ def recreation_warnings(flow: str, states: Iterable[PartitionState]) -> list[str
     ]
 
 
+def adoption_lines(flow: str, states: Iterable[PartitionState]) -> list[str]:
+    """The report line of a plan that adopted MM2's position for some partitions (none when
+    it adopted none)."""
+    adopted = sum(s.adopted for s in states)
+    if not adopted:
+        return []
+    return [
+        f"{flow}: adopted MM2's position for {adopted} partitions (no mm2-assets progress yet: "
+        "they resume after the last record MM2 copied, not at the source's log start)"
+    ]
+
+
 def recreated_since_copy(flow: FlowConfig, topics: Iterable[str]) -> set[str]:
     """Those of `topics` deleted and recreated on the source since the flow last copied them
     (their committed progress names another topic id): until the new topic is copied, the
