@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mm2_assets.kafka.launcher import free_port_pairs, log_tail, pid_alive, port_is_free
-from mm2_assets.kafka.service_commands import add_service_commands
+from mm2_assets.kafka.service_commands import add_service_commands, report_status
 from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import descendants
 
@@ -354,12 +354,13 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     server = read_state(Path(args.dir))
-    if server is None:
-        print("no PostgreSQL server recorded in", args.dir)
-        return 1
-    up = postgres_is_running(server)
-    print(f"{server.url}\t{'running' if up else 'stopped'}\tpid {server.pid}")
-    return 0 if up else 1
+    return report_status(
+        server,
+        what="PostgreSQL server",
+        where=args.dir,
+        running=lambda: postgres_is_running(server),
+        describe=lambda: (server.url, f"pid {server.pid}"),
+    )
 
 
 def register_cli(commands: argparse._SubParsersAction) -> None:

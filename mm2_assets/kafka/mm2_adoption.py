@@ -25,6 +25,7 @@ from confluent_kafka import Consumer
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
+from mm2_assets.kafka.progress_store import PartitionKey
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_to_end, watermarks
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.connect_offsets import (
@@ -32,9 +33,6 @@ from mm2_assets.mm2.connect_offsets import (
     connect_offsets_topic,
     parse_connect_offsets,
 )
-
-PartitionKey = tuple[str, int]
-"""A source topic-partition: (topic, partition)."""
 
 
 def mm2_offsets_topic(flow: FlowConfig) -> str:

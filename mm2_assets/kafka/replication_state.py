@@ -71,8 +71,12 @@ def partition_states(
     ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
     ids = topic_ids(source_admin, partition_counts, cluster=flow.source.alias)
     resumable = resumable_progress(progress, ends, ids)
+    # Only partitions holding records can have been copied by MM2: an empty one never makes
+    # a pass read MM2's Connect offsets and offset syncs (it would, every pass, for ever).
     adopted = (
-        adopt_mm2_positions(flow, [k for k in keys if k not in progress], adopt_from)
+        adopt_mm2_positions(
+            flow, [k for k in keys if k not in progress and ends[k] > 0], adopt_from
+        )
         if adopt_from is not None
         else {}
     )

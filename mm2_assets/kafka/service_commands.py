@@ -41,3 +41,22 @@ def add_service_commands(
             up_parser = sub
     assert up_parser is not None
     return up_parser
+
+
+def report_status(
+    recorded: object | None,
+    *,
+    what: str,
+    where: str,
+    running: Callable[[], bool],
+    describe: Callable[[], tuple[str, str]],
+) -> int:
+    """`status`'s answer for a service recorded in `where` (None: nothing recorded): prints
+    `<url>\trunning|stopped\t<detail>` from `describe()` and exits 0 only while it runs."""
+    if recorded is None:
+        print(f"no {what} recorded in", where)
+        return 1
+    url, detail = describe()
+    up = running()
+    print(f"{url}\t{'running' if up else 'stopped'}\t{detail}")
+    return 0 if up else 1

@@ -36,7 +36,7 @@ from mm2_assets.kafka.launcher import (
     terminate,
 )
 from mm2_assets.kafka.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
-from mm2_assets.kafka.service_commands import add_service_commands
+from mm2_assets.kafka.service_commands import add_service_commands, report_status
 from mm2_assets.spark import state_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -409,12 +409,13 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     server = read_state(Path(args.dir))
-    if server is None:
-        print("no Spark Connect server recorded in", args.dir)
-        return 1
-    up = server_is_running(server)
-    print(f"{server.url}\t{'running' if up else 'stopped'}\tpid {server.pid}")
-    return 0 if up else 1
+    return report_status(
+        server,
+        what="Spark Connect server",
+        where=args.dir,
+        running=lambda: server_is_running(server),
+        describe=lambda: (server.url, f"pid {server.pid}"),
+    )
 
 
 def register_cli(spark_commands: argparse._SubParsersAction) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mm2_assets.kafka.launcher import die_with_parent, free_port_pairs, log_tail, port_is_free
 from mm2_assets.kafka.runtime import find_java
-from mm2_assets.kafka.service_commands import add_service_commands
+from mm2_assets.kafka.service_commands import add_service_commands, report_status
 from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import (
     accepts_connections,
@@ -325,12 +325,13 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     cluster = read_state(Path(args.dir))
-    if cluster is None:
-        print("no Spark cluster recorded in", args.dir)
-        return 1
-    up = cluster_is_running(cluster)
-    print(f"{cluster.url}\t{'running' if up else 'stopped'}\t{_describe(cluster)}")
-    return 0 if up else 1
+    return report_status(
+        cluster,
+        what="Spark cluster",
+        where=args.dir,
+        running=lambda: cluster_is_running(cluster),
+        describe=lambda: (cluster.url, _describe(cluster)),
+    )
 
 
 def register_cli(spark_commands: argparse._SubParsersAction) -> None:
