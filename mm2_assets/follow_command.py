@@ -27,7 +27,8 @@ from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.errors import UsageError
 from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
-from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow, spark_slots
+from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+from mm2_assets.spark.job import spark_slots
 
 
 class PrintingReporter(FollowerReporter):
@@ -71,6 +72,9 @@ class PrintingReporter(FollowerReporter):
 
     def problem(self, what: str, error: BaseException) -> None:
         self._print(f"{what} failed (retried): {error}", error=True)
+
+    def waiting(self, message: str) -> None:
+        self._print(message)
 
 
 def spark_for(

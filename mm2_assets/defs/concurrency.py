@@ -1,4 +1,7 @@
-"""Which runs of a flow may run at the same time, enforced by Dagster's own concurrency pools.
+"""Which runs of a flow Dagster runs at the same time: its own concurrency pools keep the queue
+short. Exactly-once does not rest on them: whatever launched it, a copy holds the flow's writer
+lease first (`kafka.writer_lease`), which lets one writer copy at a time and fences every
+earlier one; a pass that cannot get the lease fails naming the holder.
 
 Every step that copies records of a flow belongs to the flow's replication pool
 (`replication_pool`): the `replicated_topics` asset (passes, however they are launched: sensor,
@@ -6,10 +9,8 @@ UI, `dagster asset materialize`, `mm2-assets replicate`) and the follower op. Wi
 of 1 (`concurrency: pools: default_limit: 1` in `dagster.yaml`, see
 `mm2_assets/deploy/dagster.yaml`) Dagster lets one of them run at a time:
 
-- a pass and a follower of one flow must never overlap: they use different transactional ids,
-  so neither fences the other and records could be copied twice;
-- two passes of one flow would fence each other (the same transactional id per partition), so
-  nothing is duplicated, but one of them fails for nothing and both start a Spark job.
+- a pass queued behind a follower of its flow waits instead of failing on the writer lease;
+- two passes of one flow would wait for each other's lease, and both start a Spark job.
 
 The run queue keeps a run whose copy step cannot get its slot QUEUED (its root step is
 pooled), and the step itself claims the slot in the instance's storage before it runs, a row

@@ -1,7 +1,8 @@
 """MM2's MirrorSourceTask: copy a source topic-partition range to its remote topic.
 
-The task owns a transactional producer whose id is fixed per flow and partition, so starting
-it fences any zombie from an earlier attempt. After fencing it reads the committed progress,
+The task owns a transactional producer whose id is its writer slot's (see `mm2.writer_lease`:
+passes and followers share the slots, and a new writer fences them all), and it copies only
+while its writer holds the flow's lease. After fencing it reads the committed progress,
 then copies records in batches; each batch is one Kafka transaction holding the records, the
 offset syncs (when they live on the target) and the new progress. A crash at any point leaves
 either the whole batch or none of it visible to read_committed consumers, and the next run
@@ -14,8 +15,8 @@ from __future__ import annotations
 import logging
 import time
 from array import array
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 
 from confluent_kafka import (
@@ -29,13 +30,13 @@ from confluent_kafka import (
 )
 
 from mm2_assets.kafka.progress_store import read_progress
+from mm2_assets.kafka.transactions import PRODUCER_GUARANTEES, init_transactional_producer
+from mm2_assets.kafka.writer_lease import LeaseToken, check_lease
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
 
 log = logging.getLogger(__name__)
 
-# librdkafka settings the copy path depends on; user producer settings may tune the rest.
-_PRODUCER_GUARANTEES = {"enable.idempotence": True, "acks": "all"}
 _PRODUCER_DEFAULTS = {
     # librdkafka's own limit is 1 MB; the remote topic's max.message.bytes is the real one
     # (created from the source topic's), so a record its source accepted is never refused
@@ -128,6 +129,8 @@ class CopyTaskSpec:
     batch_records: int = 50_000
     batch_bytes: int = 32 * 1024 * 1024
     commit_interval_ms: int = 100
+    # The flow's writer lease this task copies under (None only in tests of the task itself).
+    lease: LeaseToken | None = None
 
     @property
     def follows(self) -> bool:
@@ -299,43 +302,33 @@ def committed_progress(spec: CopyTaskSpec) -> dict[tuple[str, int], Progress]:
     )
 
 
-def start_transactional_producer(
-    spec: CopyTaskSpec, overrides: Mapping[str, object] | None = None
-) -> Producer:
+def start_transactional_producer(spec: CopyTaskSpec) -> Producer:
     """The task's transactional producer, initialised: every earlier producer with the same
-    transactional id is fenced and its open transaction aborted (or completed) first."""
-    producer = Producer(
-        {
-            **_PRODUCER_DEFAULTS,
-            **(_FOLLOWER_PRODUCER_DEFAULTS if spec.follows else {}),
-            **spec.target_producer,
-            **(overrides or {}),
-            **_PRODUCER_GUARANTEES,
-            "transactional.id": spec.transactional_id,
-        }
-    )
+    transactional id is fenced and its open transaction aborted (or completed) first.
+
+    With a writer lease (every product path has one), the lease is checked before (so a task
+    of a writer that lost the flow does not even disturb its successor) and after (so one that
+    lost it while initialising copies nothing: the new holder fenced this id before or will
+    find its own fenced by it, see `mm2.writer_lease`)."""
+    if spec.lease is not None:
+        check_lease(spec.lease, spec.target_consumer)
+    config = {
+        **_PRODUCER_DEFAULTS,
+        **(_FOLLOWER_PRODUCER_DEFAULTS if spec.follows else {}),
+        **spec.target_producer,
+    }
     try:
-        # librdkafka looks for the transaction coordinator only among brokers it is connected
-        # to by node id, and retries after 500 ms when there is none. It drops the bootstrap
-        # connection once it knows the brokers, so the second metadata request is the one that
-        # opens a node connection; with it init_transactions takes ~5 ms instead of ~0.5 s.
-        for _ in range(2):
-            producer.list_topics(spec.progress_topic, timeout=60)
-        producer.init_transactions(60)
+        producer = init_transactional_producer(
+            config, spec.transactional_id, topic=spec.progress_topic
+        )
     except KafkaException as exc:
         raise CopyError(
             f"{spec.describe()}: cannot start the transactional producer "
             f"'{spec.transactional_id}': {exc}"
         ) from exc
+    if spec.lease is not None:
+        check_lease(spec.lease, spec.target_consumer)
     return producer
-
-
-def fence_transactional_ids(spec: CopyTaskSpec, ids: Sequence[str]) -> None:
-    """Fence every producer using one of `ids` (the clients of `spec`): their open
-    transactions are aborted or completed, and they can no longer commit."""
-    for transactional_id in ids:
-        # Initialising is the fencing; the producer itself is not needed afterwards.
-        start_transactional_producer(replace(spec, transactional_id=transactional_id))
 
 
 def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) -> list[CopyResult]:
@@ -435,7 +428,7 @@ class _Copier:
         )
         self.sync_producer: Producer | None = None
         if not spec.offset_syncs_on_target:
-            self.sync_producer = Producer({**spec.source_producer, **_PRODUCER_GUARANTEES})
+            self.sync_producer = Producer({**spec.source_producer, **PRODUCER_GUARANTEES})
 
     def close(self) -> None:
         """Release the clients; offset syncs bound for the source are flushed first."""

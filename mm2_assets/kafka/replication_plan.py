@@ -2,9 +2,11 @@
 
 The plan re-applies the flow's topic filter and replication policy (a partition added by an
 older config or by hand is never replicated if the flow no longer selects it), creates the
-remote topics and the internal topics the copy tasks write to. A pass turns every lagging
-source partition into one copy task covering [committed progress, end offset at plan time); a
-follower spreads every partition over a few tasks that follow them without an end.
+remote topics and the internal topics the copy tasks write to. A pass copies every lagging
+source partition over [committed progress, end offset at plan time); a follower follows every
+partition without an end. Either way the ranges are spread over at most as many copy tasks as
+the writer has slots (`assign_tasks`), each task one transactional id of the flow's writer id
+space (`mm2.writer_lease`).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from mm2_assets.kafka.copy_task import CopyTaskSpec, PartitionRange
 from mm2_assets.kafka.offset_syncs import offset_syncs_location
 from mm2_assets.kafka.replication_state import PartitionState, partition_states
 from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_remote_topics
+from mm2_assets.kafka.writer_lease import LeaseToken
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, progress_topic
 from mm2_assets.mm2.topic_configs import creation_configs
+from mm2_assets.mm2.writer_lease import writer_transactional_id
 
 
 @dataclass
@@ -39,7 +43,11 @@ class ReplicationPlan:
     flow: str
     remote_topics: dict[str, str] = field(default_factory=dict)
     states: list[PartitionState] = field(default_factory=list)
+    ranges: list[PartitionRange] = field(default_factory=list)
+    """What to copy: a pass's lagging partitions up to their end offsets, or every
+    replicated partition without an end (a follower)."""
     tasks: list[CopyTaskSpec] = field(default_factory=list)
+    """`ranges` spread over the copy tasks, once `assign_tasks` gave them writer slots."""
     skipped: dict[str, str] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
 
@@ -49,17 +57,6 @@ T = TypeVar("T")
 # Followers commit progress every few hundred ms per partition; compaction never touches the
 # active segment, so roll it every 10 minutes or every reader would read hours of history.
 PROGRESS_TOPIC_CONFIG = {**COMPACTED, "segment.ms": str(10 * 60 * 1000)}
-
-
-def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
-    """Stable per flow and source partition: a new attempt fences the previous one."""
-    return f"mm2-assets.{flow.source.alias}->{flow.target.alias}.{topic}.{partition}"
-
-
-def follower_transactional_id(flow: FlowConfig, task: int) -> str:
-    """Stable per flow and follower task slot: a new follower fences every slot before it
-    starts, so a partition that moved between slots has no zombie writer left."""
-    return f"mm2-assets.{flow.source.alias}->{flow.target.alias}.follower.{task}"
 
 
 def spread(items: Sequence[T], count: int | None) -> list[list[T]]:
@@ -75,11 +72,13 @@ def spread(items: Sequence[T], count: int | None) -> list[list[T]]:
 def copy_task_spec(
     flow: FlowConfig,
     partitions: Sequence[PartitionRange],
-    transactional_id: str,
+    slot: int,
     *,
     batch_records: int = 50_000,
+    lease: LeaseToken | None = None,
 ) -> CopyTaskSpec:
-    """A copy task of `flow` over `partitions`, with the flow's clients and internal topics."""
+    """Copy task `slot` of `flow` over `partitions`, with the flow's clients and internal
+    topics, copying under `lease`."""
     syncs_topic, syncs_on_target = offset_syncs_location(flow)
     return CopyTaskSpec(
         flow=flow.name,
@@ -91,11 +90,29 @@ def copy_task_spec(
         offset_syncs_topic=syncs_topic,
         offset_syncs_on_target=syncs_on_target,
         source_producer=client_config(flow, "source", "producer"),
-        transactional_id=transactional_id,
+        transactional_id=writer_transactional_id(flow.name, slot),
         offset_lag_max=flow.offset_lag_max,
         batch_records=batch_records,
         commit_interval_ms=flow.mm2assets_follower_commit_interval_ms,
+        lease=lease,
     )
+
+
+def assign_tasks(
+    flow: FlowConfig,
+    plan: ReplicationPlan,
+    slots: int,
+    lease: LeaseToken | None,
+    *,
+    batch_records: int = 50_000,
+) -> list[CopyTaskSpec]:
+    """`plan.ranges` spread over at most `slots` copy tasks (slots 0..n-1, the writer's
+    transactional ids), copying under `lease`; also kept as `plan.tasks`."""
+    plan.tasks = [
+        copy_task_spec(flow, group, slot, batch_records=batch_records, lease=lease)
+        for slot, group in enumerate(spread(plan.ranges, slots))
+    ]
+    return plan.tasks
 
 
 def ensure_internal_topics(
@@ -140,16 +157,12 @@ def ensure_internal_topics(
 
 
 def plan_replication(
-    flow: FlowConfig,
-    topics: Sequence[str],
-    *,
-    batch_records: int = 50_000,
-    follower_tasks: int | None = None,
+    flow: FlowConfig, topics: Sequence[str], *, follow: bool = False
 ) -> ReplicationPlan:
-    """Plan copying `topics` (source names) of `flow`; see the module docstring.
+    """Plan copying `topics` (source names) of `flow`; see the module docstring. The ranges
+    become copy tasks with `assign_tasks`, once the writer holds the flow.
 
-    With `follower_tasks`, plan a follower: every partition, lagging or not, spread over at
-    most that many tasks (ids `follower_transactional_id(flow, 0..n-1)`).
+    `follow` plans a follower: every partition, lagging or not, without an end offset.
     """
     plan = ReplicationPlan(flow=flow.name)
     source_admin = flow_admin(flow, "source")
@@ -204,41 +217,17 @@ def plan_replication(
     plan.states = partition_states(
         flow, counts, source_admin=source_admin, adopt_from=plan.remote_topics
     )
-    if follower_tasks is not None:
-        ranges = [
-            PartitionRange(
-                s.topic,
-                plan.remote_topics[s.topic],
-                s.partition,
-                topic_id=s.topic_id,
-                adopted_offset=s.next_offset if s.adopted else None,
-            )
-            for s in plan.states
-        ]
-        plan.tasks = [
-            copy_task_spec(flow, group, follower_transactional_id(flow, index))
-            for index, group in enumerate(spread(ranges, follower_tasks))
-        ]
-        return plan
     for state in plan.states:
-        if state.lag == 0 and not state.adopted:  # an adopted position is recorded even so
-            continue
-        topic, partition = state.topic, state.partition
-        plan.tasks.append(
-            copy_task_spec(
-                flow,
-                [
-                    PartitionRange(
-                        topic,
-                        plan.remote_topics[topic],
-                        partition,
-                        state.end_offset,
-                        topic_id=state.topic_id,
-                        adopted_offset=state.next_offset if state.adopted else None,
-                    )
-                ],
-                transactional_id(flow, topic, partition),
-                batch_records=batch_records,
+        if not follow and state.lag == 0 and not state.adopted:
+            continue  # an adopted position is recorded even so
+        plan.ranges.append(
+            PartitionRange(
+                state.topic,
+                plan.remote_topics[state.topic],
+                state.partition,
+                None if follow else state.end_offset,
+                topic_id=state.topic_id,
+                adopted_offset=state.next_offset if state.adopted else None,
             )
         )
     return plan

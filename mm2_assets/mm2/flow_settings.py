@@ -355,6 +355,25 @@ class FlowSettings:
         "alert) and its later failure restarts the back-off from the start (seconds).",
         blank_is_default=True,
     )
+    mm2assets_writer_lease_timeout_ms: int = flow_setting(
+        "mm2assets.writer.lease.timeout.ms",
+        at_least(1000),
+        "10000",
+        "One writer copies a flow at a time (a follower or a pass, whatever started it). A "
+        "writer renews its hold on the flow every fifth of this; one that stopped renewing "
+        "this long (killed, hung, cut off from the target) is taken over by a waiting writer, "
+        "which first fences every transactional id the flow's writers used (ms).",
+        blank_is_default=True,
+    )
+    mm2assets_writer_wait_seconds: int = flow_setting(
+        "mm2assets.writer.wait.seconds",
+        at_least(0),
+        "30",
+        "A pass waits this long for the writer that holds the flow (a follower, another pass), "
+        "then fails naming it, having copied nothing; a follower waits as long as it takes, "
+        "as a standby (seconds).",
+        blank_is_default=True,
+    )
     mm2assets_driver_interval_seconds: int = flow_setting(
         "mm2assets.driver.interval.seconds",
         INTERVAL,

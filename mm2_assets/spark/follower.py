@@ -14,9 +14,12 @@ Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark 
   topic config sync, each on its MM2 interval, reported as it happens;
 - fails (raises `FollowerError`) when the copy job fails, so its host restarts it.
 
-Stopping (`stop` set, Ctrl-C, SIGTERM in the host) cancels the job and fences its tasks, so
-no transaction stays open. Nothing here imports Dagster: the Dagster run and the
-`mm2-assets follow` command are two hosts with their own reporters.
+Before it copies, it holds the flow's writer lease (`kafka.writer_lease`): while another writer
+(a pass, another follower) holds it, the follower waits as a standby, and it fails when the
+lease is taken over. Stopping (`stop` set, Ctrl-C, SIGTERM in the host) cancels the job,
+fences its tasks, so no transaction stays open, and gives the lease up. Nothing here imports
+Dagster: the Dagster run and the `mm2-assets follow` command are two hosts with their own
+reporters.
 """
 
 from __future__ import annotations
@@ -35,15 +38,12 @@ from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
 from mm2_assets.kafka.progress_store import ProgressTracker
-from mm2_assets.kafka.replication_plan import (
-    ReplicationPlan,
-    follower_transactional_id,
-    plan_replication,
-)
+from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
+from mm2_assets.kafka.writer_lease import WriterLease
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.spark.follower_job import FollowerJob
-from mm2_assets.spark.job import is_spark_connect
+from mm2_assets.spark.job import writer_slots
 
 
 class FollowerError(RuntimeError):
@@ -110,20 +110,8 @@ class FollowerReporter:
     def problem(self, what: str, error: BaseException) -> None:
         """Interval work failed (the follower goes on and retries on the next interval)."""
 
-
-def follower_slots(flow: FlowConfig, spark: Any) -> int:
-    """How many copy tasks a follower runs: `tasks.max` when set, else Spark's slots."""
-    if "tasks.max" in flow.properties:
-        return flow.tasks_max
-    return spark_slots(spark)
-
-
-def spark_slots(spark: Any) -> int:
-    """How many tasks `spark` runs at once: `defaultParallelism` (Spark Connect: the
-    `spark.default.parallelism` setting, else 2, Spark's minimum)."""
-    if is_spark_connect(spark):
-        return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
-    return max(1, spark.sparkContext.defaultParallelism)
+    def waiting(self, message: str) -> None:
+        """Another writer holds the flow; the follower waits for it (`message` names it)."""
 
 
 class Follower:
@@ -136,10 +124,14 @@ class Follower:
         reporter: FollowerReporter | None = None,
         *,
         slots: int | None = None,
+        what: str = "mm2-assets follow",
     ) -> None:
         """`spark` gives the session (called once, in `run`); `slots` overrides how many copy
-        tasks to run (default `follower_slots`)."""
+        tasks to run (default `writer_slots`); `what` names this follower to writers that
+        wait for it (`follower run <id>`)."""
         self.flow = flow
+        self.what = what
+        self.lease: WriterLease | None = None
         self._slots_override = slots
         self._spark = spark
         self.reporter = reporter or FollowerReporter()
@@ -150,12 +142,10 @@ class Follower:
         self._layout: dict[str, tuple[int, str | None]] = {}
         self._lost: dict[tuple[str, int], int] = {}
         self._slots = 1
-        self._used_slots = 0
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
         self._heartbeat_producer: Producer | None = None
         self._heartbeat_topics: dict[str, TopicInfo] | None = None
-        self._fenced = False
         self._admins: dict[str, AdminClient] = {}
 
     def _admin(self, side: Side) -> AdminClient:
@@ -175,15 +165,13 @@ class Follower:
         return {topic: (source[topic].partitions, ids.get(topic)) for topic in topics}
 
     def _start_layout(self, spark: Any, layout: dict[str, tuple[int, str | None]]) -> None:
+        assert self.lease is not None
         self.generation += 1
-        plan = plan_replication(self.flow, sorted(layout), follower_tasks=self._slots)
-        self._used_slots = max(self._used_slots, len(plan.tasks))
-        fence = [follower_transactional_id(self.flow, i) for i in range(self._used_slots)]
-        job = FollowerJob(spark, plan.tasks, fence)
-        # Every slot is fenced before the first tasks start (a crashed predecessor may hold
-        # them) and again by each `stop`, so a later layout starts on fenced slots.
-        job.start(fence=not self._fenced)
-        self._fenced = self._fenced or bool(plan.tasks)
+        plan = plan_replication(self.flow, sorted(layout), follow=True)
+        assign_tasks(self.flow, plan, self._slots, self.lease.token)
+        # Every slot was fenced when the lease was taken, and again by each `stop`.
+        job = FollowerJob(spark, plan.tasks, self.lease)
+        job.start()
         self.plan, self.job, self._layout = plan, job, layout
         self.reporter.layout(plan, self.generation)
 
@@ -205,15 +193,22 @@ class Follower:
         tracker: ProgressTracker | None = None
         try:
             if flow.enabled:
-                self._slots = self._slots_override or follower_slots(flow, spark)
-                # Fence every slot on the first layout: a crashed predecessor may have used
-                # them all.
-                self._used_slots = self._slots
+                self._slots = self._slots_override or writer_slots(flow, spark)
+                self.lease = WriterLease(flow, slots=self._slots, what=self.what)
+                # One writer per flow: wait (a standby) while another writer holds it; taking
+                # it fences every slot any earlier writer of the flow used.
+                taken = self.lease.acquire(
+                    wait=None, stop=stop, on_wait=self.reporter.waiting, on_poll=on_loop
+                )
+                if not taken:
+                    return
                 self._start_layout(spark, self._replicated_layout())
                 tracker = ProgressTracker(flow)
             self._follow(spark, stop, tracker, on_loop)
         finally:
             self._stop_job()
+            if self.lease is not None:
+                self.lease.release()
             if tracker is not None:
                 tracker.close()
             if self._heartbeat_producer is not None:
@@ -261,6 +256,11 @@ class Follower:
             if on_loop is not None:
                 on_loop()
             job = self.job
+            if self.lease is not None and self.lease.lost.is_set():
+                raise FollowerError(
+                    f"flow {flow.name}: another writer took the flow over "
+                    f"({self.lease.lost_to}); this follower stopped copying"
+                )
             if job is not None and job.error is not None:
                 # A SIGTERM to the whole process group stops Spark's JVM too, which fails the
                 # job: give our own stop a moment to arrive before calling it a failure.

@@ -1,11 +1,11 @@
 """A follower's Spark job: long-running copy tasks, started in the background and cancelled.
 
 The job's tasks each follow a few partitions (`CopyTaskSpec` without end offsets) and never
-finish on their own. Stopping cancels the job, then fences every task slot's transactional
-id: a task that Spark has not killed yet can no longer commit, and the transaction it had open
-is aborted by the broker at once instead of blocking read_committed consumers of the target
-until it times out. Nothing half-written stays visible, and the next layout resumes at the
-committed progress.
+finish on their own. Stopping cancels the job, then fences every writer slot of the flow
+(while this follower still holds the flow's writer lease): a task that Spark has not killed
+yet can no longer commit, and the transaction it had open is aborted by the broker at once
+instead of blocking read_committed consumers of the target until it times out. Nothing
+half-written stays visible, and the next layout resumes at the committed progress.
 """
 
 from __future__ import annotations
@@ -16,29 +16,27 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from mm2_assets.kafka.copy_task import CopyTaskSpec, fence_transactional_ids
+from mm2_assets.kafka.copy_task import CopyTaskSpec
+from mm2_assets.kafka.writer_lease import WriterLease
 from mm2_assets.spark.job import is_spark_connect, run_copy_tasks
 
 
 class FollowerJob:
     """One layout of a follower: its copy tasks running as one Spark job in a thread."""
 
-    def __init__(self, spark: Any, specs: Sequence[CopyTaskSpec], fence_ids: Sequence[str]) -> None:
+    def __init__(self, spark: Any, specs: Sequence[CopyTaskSpec], lease: WriterLease) -> None:
         self.spark = spark
         self.specs = list(specs)
-        # Every slot id a previous layout may have used (see `follower_transactional_id`).
-        self.fence_ids = list(fence_ids)
+        self.lease = lease
         self.group = f"mm2-assets-follower-{uuid.uuid4().hex[:12]}"
         self.error: BaseException | None = None
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=self.group, daemon=True)
 
-    def start(self, *, fence: bool) -> None:
-        """Start the Spark job (returns at once); with `fence`, fence the slots first (not
-        needed right after the previous layout's `stop`, which fenced them)."""
+    def start(self) -> None:
+        """Start the Spark job (returns at once). Its slots were fenced when the lease was
+        taken, or by the previous layout's `stop`."""
         if self.specs:
-            if fence:
-                fence_transactional_ids(self.specs[0], self.fence_ids)
             self._thread.start()
 
     def _run(self) -> None:
@@ -57,11 +55,6 @@ class FollowerJob:
             if not self._stopping:
                 self.error = exc
 
-    @property
-    def running(self) -> bool:
-        """Whether the job is still following."""
-        return self._thread.is_alive()
-
     def stop(self, timeout: float = 60.0) -> None:
         """Cancel the job and fence its tasks' transactional ids (see the module doc)."""
         self._stopping = True
@@ -75,4 +68,4 @@ class FollowerJob:
                     self.spark.sparkContext.cancelJobGroup(self.group)
             self._thread.join(timeout)
         if self.specs:
-            fence_transactional_ids(self.specs[0], self.fence_ids)
+            self.lease.fence()

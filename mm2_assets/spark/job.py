@@ -1,5 +1,6 @@
-"""The PySpark job that runs copy tasks: a pass's tasks (one per lagging source partition) or
-a follower's (each following several partitions until the job is cancelled).
+"""The PySpark job that runs copy tasks: a pass's (each copying a few lagging source
+partitions to their planned ends) or a follower's (each following a few partitions until the
+job is cancelled); one Spark task per copy task, at most one per writer slot.
 
 The driver ships only the task specs (small) and gets back one summary row per partition;
 records move inside the tasks, from source to target, and never pass through the driver.
@@ -20,6 +21,7 @@ from confluent_kafka import KafkaException
 
 from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, run_copy_task
 from mm2_assets.kafka.replication_plan import spread
+from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.spark.executor_identity import executor_identity
 
 if TYPE_CHECKING:
@@ -57,6 +59,22 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
         )
         for r in results
     ]
+
+
+def writer_slots(flow: FlowConfig, spark: Any) -> int:
+    """How many copy tasks a writer of `flow` runs (a pass or a follower): `tasks.max` when
+    set, else Spark's slots."""
+    if "tasks.max" in flow.properties:
+        return flow.tasks_max
+    return spark_slots(spark)
+
+
+def spark_slots(spark: Any) -> int:
+    """How many tasks `spark` runs at once: `defaultParallelism` (Spark Connect: the
+    `spark.default.parallelism` setting, else 2, Spark's minimum)."""
+    if is_spark_connect(spark):
+        return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
+    return max(1, spark.sparkContext.defaultParallelism)
 
 
 def executors_of(results: Sequence[CopyResult]) -> dict[str, dict[str, object]]:

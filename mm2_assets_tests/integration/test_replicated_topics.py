@@ -15,9 +15,10 @@ from confluent_kafka import Producer
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV, partition_range_request
-from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.mm2.writer_lease import writer_transactional_id
 from mm2_assets.spark.job import run_copy_tasks
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.kafka_helpers import (
@@ -103,7 +104,8 @@ def test_spark_connect_form_of_the_job_copies_the_same(
     _, flow = flow_defs(write_mm2_config())
     plan = plan_replication(flow, [topic])
 
-    results = run_copy_tasks(spark_resource.spark_session, plan.tasks, through_arrow=True)
+    tasks = assign_tasks(flow, plan, 3, None)
+    results = run_copy_tasks(spark_resource.spark_session, tasks, through_arrow=True)
 
     parts = list(range(3))
     assert consume_all(backup, f"primary.{topic}", parts) == consume_all(primary, topic, parts)
@@ -167,12 +169,10 @@ def test_zombie_transaction_is_fenced_and_never_visible(
     defs, flow = flow_defs(write_mm2_config())
     remote = f"primary.{topic}"
     create_topic(backup, remote, partitions=1)
-    # A crashed earlier attempt: same transactional id, records sent, never committed.
+    # A crashed earlier writer's copy task: records sent, never committed. The next writer
+    # fences every copy-task id of the flow before it copies.
     zombie = Producer(
-        {
-            "bootstrap.servers": backup,
-            "transactional.id": f"mm2-assets.primary->backup.{topic}.0",
-        }
+        {"bootstrap.servers": backup, "transactional.id": writer_transactional_id(flow.name, 0)}
     )
     zombie.init_transactions(30)
     zombie.begin_transaction()
@@ -343,13 +343,14 @@ def test_materialize_through_the_dagster_cli(primary, backup, write_mm2_config, 
 
 CRASHING_COPY = """
 import sys
-from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
+from mm2_assets.mm2.writer_lease import writer_transactional_id
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.kafka.copy_task import run_copy_task
 
 flow = load_mm2_config(sys.argv[1]).flows[0]
-plan = plan_replication(flow, [sys.argv[2]], batch_records=25)
-run_copy_task(plan.tasks[0])
+plan = plan_replication(flow, [sys.argv[2]])
+run_copy_task(assign_tasks(flow, plan, 1, None, batch_records=25)[0])
 """
 
 

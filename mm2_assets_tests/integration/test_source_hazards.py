@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.copy_task import CopyError, run_copy_task
 from mm2_assets.kafka.remote_cluster_utils import translate_offsets
-from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
 from mm2_assets.kafka.replication_state import measure_lag
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.spark.job import run_copy_tasks
@@ -279,7 +279,7 @@ def test_topic_deleted_after_planning_ends_its_copy_and_the_others_complete(
     admin = AdminClient({"bootstrap.servers": primary})
     admin.delete_topics([doomed])[doomed].result(30)
 
-    results = run_copy_tasks(spark_resource.spark_session, plan.tasks)
+    results = run_copy_tasks(spark_resource.spark_session, assign_tasks(flow, plan, 2, None))
 
     by_topic = {(r.source_topic, r.partition): r for r in results}
     assert by_topic[(doomed, 0)].topic_deleted == 1
@@ -318,7 +318,7 @@ def test_record_larger_than_the_remote_topic_allows_fails_naming_offset_and_sett
     producer.produce(topic, key=b"big", value=b"x" * size, partition=0)
     assert producer.flush(30) == 0
     _, flow = flow_defs(write_mm2_config())
-    (task,) = plan_replication(flow, [topic]).tasks
+    (task,) = assign_tasks(flow, plan_replication(flow, [topic]), 1, None)
 
     with pytest.raises(CopyError) as failed:
         run_copy_task(task)

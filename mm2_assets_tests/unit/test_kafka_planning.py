@@ -79,7 +79,7 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
     assert "orders" not in plan.remote_topics
     assert "primary.orders" not in created
     assert created["primary.events"] == {"cleanup.policy": "compact"}
-    assert {p.source_topic for t in plan.tasks for p in t.partitions} == {"events"}
+    assert {p.source_topic for p in plan.ranges} == {"events"}
 
 
 def test_plan_checkpoints_matches_checkpoints_for_group_and_lists_untranslated() -> None:

@@ -13,15 +13,16 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.admin import end_offsets, flow_admin
 from mm2_assets.kafka.copy_task import CopyResult
-from mm2_assets.kafka.replication_plan import plan_replication
+from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
 from mm2_assets.kafka.replication_state import (
     PartitionState,
     adoption_lines,
     recreation_warnings,
 )
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings, source_hazards
+from mm2_assets.kafka.writer_lease import WriterBusy, WriterLease
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.spark.job import executors_of, run_copy_tasks
+from mm2_assets.spark.job import executors_of, run_copy_tasks, writer_slots
 
 
 def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) -> dg.AssetSpec:
@@ -127,16 +128,25 @@ def replicated_topics_asset(
             context.log.warning(warning)
         for line in adoption_lines(flow.name, plan.states):
             context.log.info(line)
-        # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
-        max_tasks = flow.tasks_max if "tasks.max" in flow.properties else None
         results: list[CopyResult] = []
         spark_start_seconds = job_seconds = 0.0
-        if plan.tasks:
+        if plan.ranges:
             session_started = time.monotonic()
             session = spark.spark_session
             job_started = time.monotonic()
             spark_start_seconds = job_started - session_started
-            results = run_copy_tasks(session, plan.tasks, max_tasks=max_tasks)
+            # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
+            slots = writer_slots(flow, session)
+            # One writer per flow, whatever launched this run: wait for (or refuse, naming
+            # it) a follower or pass that holds the flow; taking it fences earlier writers.
+            with WriterLease(flow, slots=slots, what=f"pass run {context.run.run_id}") as lease:
+                try:
+                    lease.acquire(wait=flow.mm2assets_writer_wait_seconds, on_wait=context.log.info)
+                except WriterBusy as exc:
+                    # The reason alone, in the UI's run view and the CLI's output.
+                    raise dg.Failure(description=str(exc)) from exc
+                tasks = assign_tasks(flow, plan, slots, lease.token)
+                results = run_copy_tasks(session, tasks, max_tasks=len(tasks))
             job_seconds = time.monotonic() - job_started
         # The copy window runs from the first task's start to the last task's end: the
         # steady-state rate, without session and Python worker start-up.

@@ -168,6 +168,9 @@ class DagsterFollowerReporter(FollowerReporter):
     def problem(self, what: str, error: BaseException) -> None:
         self.context.log.warning(f"{self.flow.name}: {what} failed (retried): {error}")
 
+    def waiting(self, message: str) -> None:
+        self.context.log.info(f"{self.flow.name}: {message}")
+
 
 class StopOnSignals:
     """SIGTERM and SIGINT set `stop` while the follower runs in this (the main) thread.
@@ -224,7 +227,8 @@ def follower_job(
         name=f"{flow.key}__follow",
         description=f"Follows every replicated topic of flow {flow.name} until terminated.",
         tags={"kind": "spark"},
-        # Never beside a pass of the flow, nor a second follower (see `concurrency`).
+        # Queued behind a pass of the flow or a second follower (see `concurrency`); the
+        # writer lease keeps them apart whatever the instance's pools say.
         pool=replication_pool(flow),
     )
     def follow(context: dg.OpExecutionContext, spark: SparkResource) -> None:
@@ -236,7 +240,10 @@ def follower_job(
         with StopOnSignals(stop) as signals:
             # Runs until terminated (SIGTERM, or SIGINT from Dagster's terminate); an
             # interruption Dagster raises instead also stops it cleanly, in its `finally`.
-            Follower(flow, lambda: spark.spark_session, reporter).run(stop, signals.keep)
+            follower = Follower(
+                flow, lambda: spark.spark_session, reporter, what=f"follower run {context.run_id}"
+            )
+            follower.run(stop, signals.keep)
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
 
     @dg.job(

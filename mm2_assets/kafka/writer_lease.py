@@ -1,0 +1,347 @@
+"""The writer lease on the target cluster: taken, renewed, checked, given up (see
+`mm2.writer_lease` for the protocol).
+
+`WriterLease` is held by the driver of whatever copies a flow (the follower, a pass's asset
+step); it waits for the flow (or refuses once its wait is over, naming the holder), runs the
+fencing round, renews the lease in a thread and releases it at the end. `check_lease` is what
+every copy task does before and after initialising its transactional producer: a task of a
+writer that lost the flow (a zombie Spark job, a retried task) copies nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from mm2_assets.kafka.admin import COMPACTED, ensure_topic, flow_admin
+from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.topic_reader import TopicReadError, watermarks
+from mm2_assets.kafka.transactions import fence_transactional_ids, init_transactional_producer
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.writer_lease import (
+    Holder,
+    LeaseRecord,
+    LeaseWatch,
+    first_record,
+    lease_key,
+    lease_topic,
+    lease_transactional_id,
+    writer_transactional_id,
+)
+
+log = logging.getLogger(__name__)
+
+# Renewals come every few seconds; roll the active segment so compaction keeps the topic
+# to about one record per flow.
+LEASE_TOPIC_CONFIG = {**COMPACTED, "segment.ms": str(10 * 60 * 1000)}
+READ_TIMEOUT_S = 30.0
+
+
+class WriterBusy(RuntimeError):
+    """Another live writer holds the flow; the message names it."""
+
+
+class WriterLeaseLost(RuntimeError):
+    """This writer's lease was taken over (or given up): it must not copy."""
+
+
+@dataclass(frozen=True)
+class LeaseToken:
+    """What a copy task checks the lease against (picklable, shipped to Spark workers)."""
+
+    flow: str
+    topic: str
+    epoch: int
+    holder_id: str
+
+
+def this_process(what: str) -> Holder:
+    """A new holder identity for this process doing `what`."""
+    return Holder(uuid.uuid4().hex, socket.gethostname(), os.getpid(), what)
+
+
+def _lease_consumer(config: Mapping[str, str]) -> Consumer:
+    return Consumer(
+        {
+            **config,
+            "group.id": "mm2-assets-writer-lease",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+        }
+    )
+
+
+def read_lease(consumer: Consumer, topic: str, flow: str, timeout: float) -> LeaseRecord:
+    """The latest committed lease record of `flow` (`first_record` when there is none).
+
+    Read up to the partition's high watermark, not to its last stable offset: a lease record
+    whose commit returned but whose markers are still being written is waited for, so a
+    check right after a takeover always sees it.
+    """
+    low, high = watermarks(consumer, topic, 0, timeout=timeout)
+    latest = first_record(flow)
+    if high <= low:
+        return latest
+    key = lease_key(flow)
+    consumer.assign([TopicPartition(topic, 0, low)])
+    deadline = time.monotonic() + timeout
+    while True:
+        batch = consumer.consume(1000, timeout=0.05)
+        for msg in batch:
+            if msg.error() is not None:
+                raise TopicReadError(f"reading '{topic}': {KafkaException(msg.error())}")
+            if msg.key() == key and msg.value() is not None:
+                latest = LeaseRecord.from_record(msg.key(), msg.value())
+            if msg.offset() + 1 >= high:
+                return latest
+        if not batch:
+            (position,) = consumer.position([TopicPartition(topic, 0)])
+            if position.offset >= high:
+                return latest
+        if time.monotonic() > deadline:
+            raise TopicReadError(f"timed out reading the writer lease of {flow} in '{topic}'")
+
+
+def _read_once(consumer_config: Mapping[str, str], topic: str, flow: str) -> LeaseRecord:
+    consumer = _lease_consumer(consumer_config)
+    try:
+        return read_lease(consumer, topic, flow, READ_TIMEOUT_S)
+    finally:
+        consumer.close()
+
+
+def current_lease(flow: FlowConfig) -> LeaseRecord:
+    """The flow's writer lease as it stands: who holds it (or held it last), since which epoch,
+    and the highest copy-task count any writer used."""
+    return _read_once(
+        client_config(flow, "target", "consumer"), lease_topic(flow.source.alias), flow.name
+    )
+
+
+def check_lease(token: LeaseToken, consumer_config: Mapping[str, str]) -> None:
+    """Raise WriterLeaseLost unless `token`'s holding is still the flow's current lease."""
+    latest = _read_once(consumer_config, token.topic, token.flow)
+    if latest.epoch != token.epoch or latest.holder.id != token.holder_id or latest.released:
+        now = "given up" if latest.released else f"held by {latest.holder.describe()}"
+        raise WriterLeaseLost(
+            f"flow {token.flow}: this writer's lease (epoch {token.epoch}) is {now} "
+            f"(epoch {latest.epoch}): not copying"
+        )
+
+
+class WriterLease:
+    """This process's hold on one flow's writer lease (see the module docstring)."""
+
+    def __init__(self, flow: FlowConfig, *, slots: int, what: str) -> None:
+        """`slots`: how many copy tasks (transactional ids 0..slots-1) this writer runs."""
+        self.flow = flow
+        self.topic = lease_topic(flow.source.alias)
+        self.holder = this_process(what)
+        self.slots = slots
+        self.timeout = flow.mm2assets_writer_lease_timeout_ms / 1000
+        self.record: LeaseRecord | None = None
+        self.lost_to: str | None = None
+        self.lost = threading.Event()
+        self._producer_config = {
+            **client_config(flow, "target", "producer"),
+            # A renewal left open by a killed holder must not hold back readers for long.
+            "transaction.timeout.ms": max(1000, int(self.timeout * 1000)),
+        }
+        self._consumer_config = client_config(flow, "target", "consumer")
+        self._consumer = _lease_consumer(self._consumer_config)
+        self._producer: Producer | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._released = False
+
+    @property
+    def token(self) -> LeaseToken:
+        """The token the copy tasks check (only while held)."""
+        assert self.record is not None, "the writer lease is not held"
+        return LeaseToken(self.flow.name, self.topic, self.record.epoch, self.holder.id)
+
+    @property
+    def held(self) -> bool:
+        """Whether this writer holds the flow (taken, not lost, not released)."""
+        return self.record is not None and not self.lost.is_set() and not self._released
+
+    def _read(self) -> LeaseRecord:
+        return read_lease(self._consumer, self.topic, self.flow.name, READ_TIMEOUT_S)
+
+    def _commit(self, producer: Producer, record: LeaseRecord) -> None:
+        producer.begin_transaction()
+        producer.produce(self.topic, key=record.record_key(), value=record.record_value())
+        producer.commit_transaction(READ_TIMEOUT_S)
+
+    def _new_producer(self) -> Producer:
+        return init_transactional_producer(
+            self._producer_config, lease_transactional_id(self.flow.name), topic=self.topic
+        )
+
+    def acquire(
+        self,
+        *,
+        wait: float | None,
+        stop: threading.Event | None = None,
+        on_wait: Callable[[str], None] | None = None,
+        on_poll: Callable[[], None] | None = None,
+    ) -> bool:
+        """Take the flow's lease, waiting for a live holder for at most `wait` seconds (None:
+        until `stop` is set). Returns False if `stop` was set first; raises WriterBusy naming
+        the holder once the wait is over. Taking it runs the fencing round first. `on_wait`
+        is told whom it waits for (once per holder), `on_poll` is called on every read."""
+        ensure_topic(
+            flow_admin(self.flow, "target"),
+            self.topic,
+            partitions=1,
+            replication_factor=self.flow.offset_syncs_topic_replication_factor,
+            config=LEASE_TOPIC_CONFIG,
+            cluster=self.flow.target.alias,
+        )
+        watch = LeaseWatch(self.timeout)
+        deadline = None if wait is None else time.monotonic() + wait
+        told: LeaseRecord | None = None
+        poll = min(1.0, max(0.05, self.timeout / 10))
+        while True:
+            if on_poll is not None:
+                on_poll()
+            try:
+                record: LeaseRecord | None = self._read()
+            except (KafkaException, TopicReadError) as exc:
+                log.warning(
+                    "%s: reading the writer lease failed (retried): %s", self.flow.name, exc
+                )
+                record = None
+            if watch.observe(record, time.monotonic()) and self._take(watch.seen):
+                return True
+            seen = watch.seen
+            if (
+                seen is not None
+                and not seen.released
+                and (told is None or told.epoch != seen.epoch)
+            ):
+                told = seen
+                if on_wait is not None:
+                    on_wait(
+                        f"waiting for {seen.holder.describe()}, which copies flow {self.flow.name}"
+                    )
+            if deadline is not None and time.monotonic() >= deadline:
+                holder = seen.holder.describe() if seen is not None else "an unreachable lease"
+                raise WriterBusy(
+                    f"flow {self.flow.name} is being copied by {holder}; waited {wait:.0f} s "
+                    "(mm2assets.writer.wait.seconds) and copied nothing. One writer copies a "
+                    "flow at a time: a follower keeps it replicated (stop it to run passes); a "
+                    "writer that died frees the flow after mm2assets.writer.lease.timeout.ms"
+                )
+            if stop is not None and stop.wait(poll):
+                return False
+            if stop is None:
+                time.sleep(poll)
+
+    def _take(self, seen: LeaseRecord | None) -> bool:
+        """Compare-and-set: take the lease if its latest record is still `seen`."""
+        assert seen is not None
+        try:
+            producer = self._new_producer()
+            if self._read() != seen:
+                return False  # someone renewed or took it meanwhile
+            record = seen.taken_by(self.holder, self.slots, time.time())
+            self._commit(producer, record)
+        except (KafkaException, TopicReadError) as exc:
+            log.info("%s: taking the writer lease failed (retried): %s", self.flow.name, exc)
+            return False
+        self._producer, self.record = producer, record
+        # The fencing round: every copy-task id any writer of the flow ever used.
+        ids = [writer_transactional_id(self.flow.name, i) for i in range(record.slots)]
+        fence_transactional_ids(self._producer_config, ids, topic=self.topic)
+        log.info(
+            "%s: took the writer lease (epoch %d) and fenced %d copy-task ids",
+            self.flow.name,
+            record.epoch,
+            len(ids),
+        )
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name=f"writer-lease {self.flow.name}", daemon=True
+        )
+        self._renewer.start()
+        return True
+
+    def _write(self, change: Callable[[LeaseRecord], LeaseRecord]) -> None:
+        """Commit `change(current record)`; after a failed commit, first re-check (compare-
+        and-set) that the lease is still ours. Sets `lost` when it is not."""
+        with self._lock:
+            assert self.record is not None
+            try:
+                if self._producer is None:
+                    self._producer = self._new_producer()
+                    latest = self._read()
+                    # A commit that failed may have landed: the same holding counts as ours.
+                    ours = self.record.epoch == latest.epoch and not latest.released
+                    if ours and latest.holder.id == self.holder.id:
+                        self.record = latest
+                    else:
+                        self.lost_to = "given up" if latest.released else latest.holder.describe()
+                        self.lost.set()
+                        return
+                record = change(self.record)
+                self._commit(self._producer, record)
+                self.record = record
+            except (KafkaException, TopicReadError) as exc:
+                # Fenced (someone initialised the lease id) or the target unreachable: start
+                # over with a new producer and a re-check next time.
+                log.info("%s: renewing the writer lease failed (retried): %s", self.flow.name, exc)
+                producer, self._producer = self._producer, None
+                if producer is not None:
+                    _abandon(producer)
+
+    def _renew_loop(self) -> None:
+        interval = max(0.1, self.timeout / 5)
+        while not self._stop.wait(interval) and not self.lost.is_set():
+            self._write(lambda r: r.renewed(time.time()))
+
+    def fence(self, slots: int | None = None) -> None:
+        """Fence this writer's copy-task ids (all the flow ever used unless `slots`), if
+        the lease is still held: a writer that lost it must not disturb its successor."""
+        if not self.held:
+            return
+        assert self.record is not None
+        count = self.record.slots if slots is None else slots
+        ids = [writer_transactional_id(self.flow.name, i) for i in range(count)]
+        fence_transactional_ids(self._producer_config, ids, topic=self.topic)
+
+    def release(self) -> None:
+        """Give the lease up (a waiting writer takes it at once) and stop renewing."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(self.timeout)
+        if self.held:
+            self._write(lambda r: r.release(time.time()))
+        self._released = True
+        if self._producer is not None:
+            _abandon(self._producer)
+            self._producer = None
+        self._consumer.close()
+
+    def __enter__(self) -> WriterLease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _abandon(producer: Producer) -> None:
+    """Drop a lease producer (its open transaction, if any, is aborted by the next holder)."""
+    with contextlib.suppress(KafkaException):
+        producer.flush(1)

@@ -1,0 +1,162 @@
+"""One writer per flow: the writer lease's records, names and expiry rule (pure logic).
+
+Whatever copies records of a flow (a follower, a pass from the UI, a sensor, the CLI) first
+holds the flow's writer lease: the latest record for the flow in the lease topic on the target
+(`mm2-assets-writers.<source>.internal`, one partition, compacted). Records are only written
+by a producer with the flow's lease transactional id (`lease_transactional_id`), and a writer
+initialises that producer, then reads the latest record, then commits its own: initialising
+fences every other writer of the lease, so the read-then-commit is a compare-and-set. The
+holder renews the record every `renew_interval` seconds; a waiter that has seen the same
+record for the whole lease timeout (by its own clock, counting only while it could read the
+topic) takes the lease over.
+
+A new holder first fences every copy-task transactional id the flow's writers ever used
+(`writer_transactional_id(flow, 0 .. slots - 1)`, `slots` kept in the lease record as the
+highest count any holder used), as Kafka Connect's fencing round does (KIP-618): nothing a
+predecessor started can commit afterwards. Passes and followers share that id space.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+
+def lease_topic(source_alias: str) -> str:
+    """The writer lease topic on the target for flows from `source_alias` (MM2's
+    `mm2*.internal` rule keeps it out of every flow)."""
+    return f"mm2-assets-writers.{source_alias}.internal"
+
+
+def writer_transactional_id(flow: str, slot: int) -> str:
+    """The transactional id of copy task `slot` of `flow` (`source->target`), in both modes."""
+    return f"mm2-assets.{flow}.writer.{slot}"
+
+
+def lease_transactional_id(flow: str) -> str:
+    """The transactional id of the producer that writes `flow`'s lease records."""
+    return f"mm2-assets.{flow}.lease"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or held) a flow's writer lease, as shown to a writer that waits for it."""
+
+    id: str
+    host: str
+    pid: int
+    what: str
+    """What copies: `follower run <run id>`, `pass run <run id>`, `mm2-assets follow`..."""
+
+    def describe(self) -> str:
+        """`<what> (host <host>, pid <pid>)`."""
+        return f"{self.what} (host {self.host}, pid {self.pid})"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The latest state of one flow's lease: its epoch (one more per new holder), holder,
+    renewal count, the highest copy-task count any holder used, and whether it was released."""
+
+    flow: str
+    epoch: int
+    holder: Holder
+    slots: int
+    renewal: int = 0
+    released: bool = False
+    written_at: float = 0.0
+    """Wall-clock seconds when written, for messages only (expiry uses the waiter's clock)."""
+
+    def record_key(self) -> bytes:
+        """Compaction key: one live record per flow."""
+        return lease_key(self.flow)
+
+    def record_value(self) -> bytes:
+        """JSON value, readable with any console consumer."""
+        h = self.holder
+        return json.dumps(
+            {
+                "epoch": self.epoch,
+                "holder": {"id": h.id, "host": h.host, "pid": h.pid, "what": h.what},
+                "slots": self.slots,
+                "renewal": self.renewal,
+                "released": self.released,
+                "written_at": self.written_at,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_record(cls, key: bytes, value: bytes) -> LeaseRecord:
+        """Decode a lease record; ValueError names what is wrong."""
+        try:
+            k, v = json.loads(key), json.loads(value)
+            h = v["holder"]
+            return cls(
+                flow=str(k["flow"]),
+                epoch=int(v["epoch"]),
+                holder=Holder(str(h["id"]), str(h["host"]), int(h["pid"]), str(h["what"])),
+                slots=int(v["slots"]),
+                renewal=int(v.get("renewal", 0)),
+                released=bool(v.get("released", False)),
+                written_at=float(v.get("written_at", 0.0)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed writer lease record {key!r}: {exc}") from exc
+
+    def taken_by(self, holder: Holder, slots: int, now: float) -> LeaseRecord:
+        """The record of `holder` taking this lease over with `slots` copy tasks."""
+        return LeaseRecord(
+            self.flow, self.epoch + 1, holder, max(self.slots, slots), written_at=now
+        )
+
+    def renewed(self, now: float) -> LeaseRecord:
+        """The same holding, renewed."""
+        return replace(self, renewal=self.renewal + 1, written_at=now)
+
+    def release(self, now: float) -> LeaseRecord:
+        """The same holding, given up: a waiter may take it at once."""
+        return replace(self, renewal=self.renewal + 1, released=True, written_at=now)
+
+
+def lease_key(flow: str) -> bytes:
+    """The record key of `flow`'s lease."""
+    return json.dumps({"flow": flow}, separators=(",", ":")).encode()
+
+
+def first_record(flow: str) -> LeaseRecord:
+    """What a flow's lease is before anyone held it: epoch 0, released, no slots used."""
+    return LeaseRecord(flow, 0, Holder("", "", 0, "nobody"), 0, released=True)
+
+
+class LeaseWatch:
+    """A waiter's judgement of whether the lease it keeps reading is free to take.
+
+    Free when never held or released; expired once the same record has been seen for
+    `timeout` seconds of the waiter's own clock with every read in between succeeding (a
+    read that failed restarts the count: a cluster that was unreachable for both holder and
+    waiter must not hand the lease over the moment it comes back).
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._seen: LeaseRecord | None = None
+        self._since = 0.0
+
+    def observe(self, record: LeaseRecord | None, now: float) -> bool:
+        """Record one read's answer (None: the read failed); whether the lease may be taken."""
+        if record is None:
+            self._seen = None
+            return False
+        if record.released:
+            self._seen = record
+            return True
+        if record != self._seen:
+            self._seen, self._since = record, now
+            return False
+        return now - self._since >= self.timeout
+
+    @property
+    def seen(self) -> LeaseRecord | None:
+        """The last record read."""
+        return self._seen

@@ -1,0 +1,427 @@
+"""One writer per flow, whatever starts the copy: followers, passes, the CLI, the UI, crashes.
+
+Each test keeps a producer writing while writers of one flow start, wait, refuse, get killed and
+take over, then compares the target with the source record by record (read_committed): every
+record once, in order, nothing lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from confluent_kafka import Producer
+
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.writer_lease import current_lease
+from mm2_assets.mm2.config import CONFIG_ENV
+from mm2_assets.mm2.writer_lease import writer_transactional_id
+from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.dagster_dev import DagsterDev
+from mm2_assets_tests.integration.test_follower import (
+    follower_config,
+    open_transactions,
+    start_follow,
+    stop_group,
+    wait_for,
+)
+from mm2_assets_tests.kafka_helpers import consume_all, create_topic, unique
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+# Short waits keep the suite quick; the lease timeout stays at its default (10 s).
+WRITER_EXTRA = "mm2assets.writer.wait.seconds = 3\n"
+
+
+class Writing:
+    """A producer writing numbered records to every partition of `topic` until stopped
+    (about `rate` records/s), so each record's value says where it belongs."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int = 400) -> None:
+        self.topic, self.rate = topic, rate
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        step = 0.05
+        per_step = max(1, int(self.rate * step))
+        while not self._stop.is_set():
+            for _ in range(per_step):
+                partition = self.sent % PARTITIONS
+                value = f"{partition}:{self.sent // PARTITIONS}".encode()
+                self.producer.produce(self.topic, value=value, key=value, partition=partition)
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(step)
+
+    def __enter__(self) -> Writing:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self.producer.flush(30) == 0
+
+
+def exactly_once(primary: str, backup: str, topic: str) -> Callable[[], str | None]:
+    """None when the remote topic holds exactly the source's records in order (read_committed),
+    else what differs (missing, duplicated, reordered), for `wait_for`."""
+    parts = list(range(PARTITIONS))
+
+    def check() -> str | None:
+        try:
+            source = consume_all(primary, topic, parts, timeout=20)
+            target = consume_all(backup, f"primary.{topic}", parts, timeout=20)
+        except Exception as exc:  # the remote topic may not exist yet
+            return f"unreadable: {exc}"
+        problems = []
+        for p in parts:
+            want = [r.value for r in source[p]]
+            got = [r.value for r in target[p]]
+            if got != want:
+                twice = len(got) - len(set(got))
+                problems.append(
+                    f"partition {p}: {len(want)} on the source, {len(got)} on the target, "
+                    f"{twice} duplicated, {len(set(want) - set(got))} missing"
+                )
+        return "; ".join(problems) or None
+
+    return check
+
+
+def assert_exactly_once(primary: str, backup: str, topic: str, timeout: float = 120) -> None:
+    """Wait until the target matches the source record by record; fail naming the gap."""
+    check = exactly_once(primary, backup, topic)
+    last: list[str | None] = ["not checked"]
+
+    def same() -> bool:
+        last[0] = check()
+        return last[0] is None
+
+    wait_for(f"primary.{topic} to equal {topic}", same, timeout, state=lambda: last[0])
+    # And it stays so: nothing copied twice after the copies caught up.
+    assert check() is None
+
+
+def event_text(entry: dg.EventLogEntry) -> str:
+    """An event's message, with a step failure's error message and its causes'."""
+    event = entry.dagster_event
+    error = getattr(getattr(event, "event_specific_data", None), "error", None)
+    text = [entry.message]
+    while error is not None:
+        text.append(error.message)
+        error = error.cause
+    return " ".join(text)
+
+
+def writer_config(write_mm2_config, prefix: str, extra: str = "") -> Path:
+    """A follow-mode flow of `prefix`-* topics with passes that wait only briefly."""
+    return follower_config(write_mm2_config, prefix, WRITER_EXTRA + extra)
+
+
+def replicate(config: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """`mm2-assets replicate --config` against the Dagster instance `home` (no pools set)."""
+    cli = Path(sys.executable).parent / "mm2-assets"
+    return subprocess.run(
+        [str(cli), "replicate", "--config", str(config)],
+        cwd=ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def read_output(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread:
+    """Collect a process's output lines in a thread (its pipe must not fill up)."""
+
+    def run() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            into.append(line)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def following(lines: list[str]) -> Callable[[], bool]:
+    """Whether a `mm2-assets follow` has started copying (its first layout line)."""
+    return lambda: any("following" in line and "partitions" in line for line in lines)
+
+
+def test_passes_beside_a_follow_command_refuse_naming_it_and_copy_nothing(
+    primary, backup, write_mm2_config, tmp_path
+) -> None:
+    """(a) `mm2-assets follow` plus `mm2-assets replicate` passes of the same flow."""
+    prefix = unique("one-writer-cli")
+    topic = f"{prefix}-a"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    config = writer_config(write_mm2_config, prefix)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    lines: list[str] = []
+    follower = start_follow(config)
+    try:
+        read_output(follower, lines)
+        with Writing(primary, topic):
+            wait_for("the follower to copy", following(lines), 120, state=lambda: lines[-5:])
+            for _ in range(2):
+                passed = replicate(config, home)
+                output = passed.stdout + passed.stderr
+                assert passed.returncode == 1, output[-3000:]
+                # The pass names who holds the flow, and copied nothing.
+                assert "mm2-assets follow (host" in output, output[-3000:]
+                assert f"pid {follower.pid})" in output, output[-3000:]
+        assert_exactly_once(primary, backup, topic)
+        follower.send_signal(signal.SIGTERM)
+        follower.wait(120)
+        assert follower.returncode == 0, "".join(lines[-40:])
+    finally:
+        stop_group(follower)
+    # The follower gave the flow up on SIGTERM: a pass takes it at once and copies the rest.
+    with Writing(primary, topic):
+        time.sleep(1)
+    started = time.monotonic()
+    passed = replicate(config, home)
+    assert passed.returncode == 0, (passed.stdout + passed.stderr)[-3000:]
+    assert "waiting for" not in passed.stdout + passed.stderr
+    assert time.monotonic() - started < 120
+    assert_exactly_once(primary, backup, topic)
+
+
+def test_two_follow_commands_one_copies_the_other_stands_by_and_takes_over(
+    primary, backup, write_mm2_config
+) -> None:
+    """(c) Two `mm2-assets follow` processes of one flow; the active one SIGKILLed."""
+    prefix = unique("one-writer-two")
+    topic = f"{prefix}-a"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    config = writer_config(write_mm2_config, prefix)
+    flow = load_checked_config(config).flows[0]
+    first_lines: list[str] = []
+    second_lines: list[str] = []
+    first = start_follow(config)
+    second: subprocess.Popen[str] | None = None
+    try:
+        read_output(first, first_lines)
+        with Writing(primary, topic):
+            wait_for("the first follower", following(first_lines), 120)
+            second = start_follow(config)
+            read_output(second, second_lines)
+            wait_for(
+                "the second follower to wait for the first",
+                lambda: any(f"pid {first.pid})" in line for line in second_lines),
+                120,
+                state=lambda: second_lines[-5:],
+            )
+            time.sleep(3)
+            # A standby copies nothing: it never laid out its tasks.
+            assert not following(second_lines)(), second_lines
+            assert current_lease(flow).holder.pid == first.pid
+            os.killpg(first.pid, signal.SIGKILL)  # mid-stream, transactions open
+            first.wait(30)
+            wait_for(
+                "the standby to take over",
+                following(second_lines),
+                90,
+                state=lambda: second_lines[-5:],
+            )
+            time.sleep(2)
+        taken = current_lease(flow)
+        assert taken.holder.pid == second.pid and taken.epoch >= 2
+        assert_exactly_once(primary, backup, topic)
+        second.send_signal(signal.SIGTERM)
+        second.wait(120)
+        assert second.returncode == 0, "".join(second_lines[-40:])
+        assert open_transactions(backup, f"primary.{topic}", PARTITIONS) == []
+    finally:
+        stop_group(first)
+        if second is not None:
+            stop_group(second)
+
+
+def test_a_follower_killed_with_four_slots_is_fenced_by_its_successor_with_two(
+    primary, backup, write_mm2_config
+) -> None:
+    """(d) A follower with 4 copy tasks SIGKILLed; restarted with 2. The successor fences all
+    four ids the flow used (kept in the lease record): a task of the old layout still alive
+    elsewhere (as on a Spark Connect server that outlived its driver), here copy task 3 with
+    records sent and its transaction open, can never commit, and its records never show."""
+    prefix = unique("one-writer-slots")
+    topic = f"{prefix}-a"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    four = writer_config(write_mm2_config, prefix, "mm2assets.spark.master = local[4]\n")
+    two = writer_config(write_mm2_config, prefix, "mm2assets.spark.master = local[2]\n")
+    flow = load_checked_config(four).flows[0]
+    lines: list[str] = []
+    first = start_follow(four)
+    second: subprocess.Popen[str] | None = None
+    try:
+        read_output(first, lines)
+        with Writing(primary, topic, rate=800):
+            wait_for("four tasks", lambda: any("with 4 tasks" in x for x in lines), 120)
+            time.sleep(3)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(30)
+            assert current_lease(flow).slots == 4
+            zombie = Producer(
+                {
+                    "bootstrap.servers": backup,
+                    "transactional.id": writer_transactional_id(flow.name, 3),
+                    "transaction.timeout.ms": 300_000,  # the broker would not abort it soon
+                }
+            )
+            zombie.init_transactions(30)
+            zombie.begin_transaction()
+            for i in range(5):
+                zombie.produce(f"primary.{topic}", value=f"zombie-{i}".encode(), partition=3)
+            assert zombie.flush(30) == 0
+            after: list[str] = []
+            second = start_follow(two)
+            read_output(second, after)
+            wait_for("two tasks", lambda: any("with 2 tasks" in x for x in after), 120)
+            time.sleep(2)
+        lease = current_lease(flow)
+        assert (lease.holder.pid, lease.slots) == (second.pid, 4)
+        assert_exactly_once(primary, backup, topic)
+        with pytest.raises(Exception, match=r"(?i)fenced"):
+            zombie.commit_transaction(30)
+        second.send_signal(signal.SIGTERM)
+        second.wait(120)
+        assert second.returncode == 0, "".join(after[-40:])
+    finally:
+        stop_group(first)
+        if second is not None:
+            stop_group(second)
+
+
+def test_follow_to_batch_and_back_with_the_old_writer_killed(
+    primary, backup, write_mm2_config, tmp_path
+) -> None:
+    """(e) A follower SIGKILLed, a pass takes the flow over (after the lease timeout), is
+    SIGKILLed mid-copy itself, and a follower takes the flow back."""
+    prefix = unique("one-writer-switch")
+    topic = f"{prefix}-a"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    # Passes wait long enough for a killed writer's lease to expire (10 s).
+    config = follower_config(write_mm2_config, prefix, "mm2assets.writer.wait.seconds = 60\n")
+    flow = load_checked_config(config).flows[0]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    lines: list[str] = []
+    follower = start_follow(config)
+    try:
+        read_output(follower, lines)
+        with Writing(primary, topic, rate=600):
+            wait_for("the follower", following(lines), 120)
+            time.sleep(2)
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.wait(30)
+            # Batch: a pass waits out the dead follower's lease, fences it, copies.
+            passed = replicate(config, home)
+            output = passed.stdout + passed.stderr
+            assert passed.returncode == 0, output[-3000:]
+            assert "waiting for mm2-assets follow" in output, output[-3000:]
+            # A second pass, killed while it copies (its lease is not given up).
+            cli = Path(sys.executable).parent / "mm2-assets"
+            killed = subprocess.Popen(
+                [str(cli), "replicate", "--config", str(config)],
+                cwd=ROOT,
+                env={**os.environ, "DAGSTER_HOME": str(home)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                epoch = current_lease(flow).epoch
+                wait_for(
+                    "the second pass to take the flow",
+                    lambda: current_lease(flow).epoch > epoch,
+                    120,
+                )
+                os.killpg(killed.pid, signal.SIGKILL)
+                killed.wait(30)
+            finally:
+                stop_group(killed)
+            assert "pass run" in current_lease(flow).holder.what
+            # And back to follow mode.
+            back: list[str] = []
+            follower = start_follow(config)
+            read_output(follower, back)
+            wait_for("the follower to take the flow back", following(back), 120)
+            time.sleep(2)
+        assert_exactly_once(primary, backup, topic)
+        follower.send_signal(signal.SIGTERM)
+        follower.wait(120)
+        assert follower.returncode == 0, "".join(back[-40:])
+    finally:
+        stop_group(follower)
+
+
+def test_a_pass_launched_from_the_ui_beside_a_follower_run_without_pools(
+    primary, backup, write_mm2_config, tmp_path
+) -> None:
+    """(b) `dagster dev` on an instance with no pools configured: the driver sensor's follower
+    run copies the flow, and a pass launched as the UI launches it (the GraphQL launch of the
+    asset job for one topic) fails naming the follower run, having copied nothing."""
+    from dagster_graphql import DagsterGraphQLClient
+
+    prefix = unique("one-writer-ui")
+    topic = f"{prefix}-a"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    config = writer_config(write_mm2_config, prefix, "mm2assets.driver.interval.seconds = 1\n")
+    flow = load_checked_config(config).flows[0]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no pools
+    server = DagsterDev.start(
+        {CONFIG_ENV: str(config), "DAGSTER_HOME": str(home)}, tmp_path / "dagster-dev.log"
+    )
+    try:
+        with Writing(primary, topic):
+            wait_for(
+                "the follower run to hold the flow",
+                lambda: "follower run" in current_lease(flow).holder.what,
+                180,
+                state=server.log_tail,
+            )
+            follower_run = current_lease(flow).holder.what.removeprefix("follower run ")
+            host, port = re.match(r"http://([^:]+):(\d+)", server.url).groups()  # type: ignore[union-attr]
+            client = DagsterGraphQLClient(host, port_number=int(port))
+            run_id = client.submit_job_execution(
+                "__ASSET_JOB",
+                asset_selection=[[flow.key, "replicated_topics"]],
+                tags={"dagster/partition": topic},
+            )
+            instance = dg.DagsterInstance.from_config(str(home))
+
+            def finished() -> bool:
+                run = instance.get_run_by_id(run_id)
+                return run is not None and run.is_finished
+
+            wait_for("the pass run to finish", finished, 180, state=server.log_tail)
+            run = instance.get_run_by_id(run_id)
+            assert run is not None and run.status == dg.DagsterRunStatus.FAILURE
+            logs = json.dumps([event_text(e) for e in instance.all_logs(run_id)])
+            assert f"follower run {follower_run}" in logs, logs[-3000:]
+            assert "copied nothing" in logs, logs[-3000:]
+        assert_exactly_once(primary, backup, topic)
+    finally:
+        left = server.stop()
+    assert left == {}, left

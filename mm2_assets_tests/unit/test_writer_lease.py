@@ -1,0 +1,77 @@
+"""The writer lease's records and the waiter's expiry rule (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mm2_assets.mm2.writer_lease import (
+    Holder,
+    LeaseRecord,
+    LeaseWatch,
+    first_record,
+    lease_topic,
+    writer_transactional_id,
+)
+
+ME = Holder("a1", "host-a", 11, "follower run r1")
+YOU = Holder("b2", "host-b", 22, "pass run r2")
+
+
+def test_record_round_trips_and_names_its_holder() -> None:
+    record = first_record("primary->backup").taken_by(ME, 4, now=100.0)
+    assert (record.epoch, record.slots, record.released) == (1, 4, False)
+    again = LeaseRecord.from_record(record.record_key(), record.record_value())
+    assert again == record
+    assert again.holder.describe() == "follower run r1 (host host-a, pid 11)"
+
+
+def test_a_takeover_keeps_the_highest_slot_count_ever_used() -> None:
+    four = first_record("f").taken_by(ME, 4, now=1.0)
+    two = four.taken_by(YOU, 2, now=2.0)
+    # A writer with fewer slots still fences (and records) every id its predecessors used.
+    assert (two.epoch, two.slots, two.holder) == (2, 4, YOU)
+    assert two.renewed(3.0).slots == 4 and two.renewed(3.0).renewal == 1
+
+
+def test_malformed_record_names_the_key() -> None:
+    with pytest.raises(ValueError, match="malformed writer lease record"):
+        LeaseRecord.from_record(b'{"flow":"f"}', b'{"epoch": "x"}')
+
+
+def test_names_share_one_id_space_and_stay_internal() -> None:
+    assert writer_transactional_id("a->b", 3) == "mm2-assets.a->b.writer.3"
+    topic = lease_topic("a")
+    assert topic.startswith("mm2") and topic.endswith(".internal")
+
+
+def test_watch_takes_a_free_lease_at_once_and_a_live_one_never() -> None:
+    watch = LeaseWatch(timeout=10)
+    assert watch.observe(first_record("f"), now=0.0)
+    held = first_record("f").taken_by(ME, 1, now=0.0)
+    watch = LeaseWatch(timeout=10)
+    record = held
+    for t in range(0, 60, 2):  # renewed every 2 s
+        record = record.renewed(float(t))
+        assert not watch.observe(record, now=float(t))
+
+
+def test_watch_takes_over_once_the_same_record_was_seen_for_the_timeout() -> None:
+    held = first_record("f").taken_by(ME, 1, now=0.0)
+    watch = LeaseWatch(timeout=10)
+    assert not watch.observe(held, now=0.0)
+    assert not watch.observe(held, now=9.9)
+    assert watch.observe(held, now=10.0)
+    # Released by its holder: free at once.
+    assert LeaseWatch(timeout=10).observe(held.release(1.0), now=1.0)
+
+
+def test_a_failed_read_restarts_the_count() -> None:
+    """Both sides cut off from the target: the holder could not renew either, so the time
+    the waiter could not read does not count against it."""
+    held = first_record("f").taken_by(ME, 1, now=0.0)
+    watch = LeaseWatch(timeout=10)
+    watch.observe(held, now=0.0)
+    assert not watch.observe(None, now=5.0)
+    assert not watch.observe(held, now=30.0)
+    assert not watch.observe(held, now=39.0)
+    assert watch.observe(held, now=40.0)
