@@ -181,7 +181,6 @@ PROPERTY_TABLE: Mapping[str, RenameRule | DropRule] = {
         "delivery.timeout.ms",
         "max.in.flight.requests.per.connection",
         "retries",
-        "transactional.id",
         "transaction.timeout.ms",
         roles=_PRODUCER,
     ),
@@ -218,6 +217,9 @@ PROPERTY_TABLE: Mapping[str, RenameRule | DropRule] = {
     "key.deserializer": DropRule(_JAVA_SERDE),
     "value.deserializer": DropRule(_JAVA_SERDE),
     "interceptor.classes": DropRule("Java interceptors cannot run inside librdkafka"),
+    # One id shared by every producer would make them fence one another; each transactional
+    # producer gets its own (see mm2.writer_lease).
+    "transactional.id": DropRule("mm2-assets sets each transactional producer's own id"),
     "metric.reporters": DropRule(_JAVA_METRICS),
     "metrics.num.samples": DropRule(_JAVA_METRICS),
     "metrics.sample.window.ms": DropRule(_JAVA_METRICS),

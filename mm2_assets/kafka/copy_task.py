@@ -30,8 +30,9 @@ from confluent_kafka import (
 )
 
 from mm2_assets.kafka.progress_store import read_progress
+from mm2_assets.kafka.topic_reader import TopicReadError
 from mm2_assets.kafka.transactions import PRODUCER_GUARANTEES, init_transactional_producer
-from mm2_assets.kafka.writer_lease import LeaseToken, check_lease
+from mm2_assets.kafka.writer_lease import LeaseToken, WriterLeaseLost, check_lease
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
 
@@ -310,8 +311,7 @@ def start_transactional_producer(spec: CopyTaskSpec) -> Producer:
     of a writer that lost the flow does not even disturb its successor) and after (so one that
     lost it while initialising copies nothing: the new holder fenced this id before or will
     find its own fenced by it, see `mm2.writer_lease`)."""
-    if spec.lease is not None:
-        check_lease(spec.lease, spec.target_consumer)
+    _check_lease(spec)
     config = {
         **_PRODUCER_DEFAULTS,
         **(_FOLLOWER_PRODUCER_DEFAULTS if spec.follows else {}),
@@ -326,9 +326,18 @@ def start_transactional_producer(spec: CopyTaskSpec) -> Producer:
             f"{spec.describe()}: cannot start the transactional producer "
             f"'{spec.transactional_id}': {exc}"
         ) from exc
-    if spec.lease is not None:
-        check_lease(spec.lease, spec.target_consumer)
+    _check_lease(spec)
     return producer
+
+
+def _check_lease(spec: CopyTaskSpec) -> None:
+    """`check_lease` for the spec's writer, failing as a CopyError naming the partitions."""
+    if spec.lease is None:
+        return
+    try:
+        check_lease(spec.lease, spec.target_consumer)
+    except (WriterLeaseLost, TopicReadError, KafkaException) as exc:
+        raise CopyError(f"{spec.describe()}: {exc}") from exc
 
 
 def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) -> list[CopyResult]:

@@ -62,6 +62,7 @@ class LeaseToken:
     topic: str
     epoch: int
     holder_id: str
+    generation: int
 
 
 def this_process(what: str) -> Holder:
@@ -85,9 +86,9 @@ def _lease_consumer(config: Mapping[str, str]) -> Consumer:
 def read_lease(consumer: Consumer, topic: str, flow: str, timeout: float) -> LeaseRecord:
     """The latest committed lease record of `flow` (`first_record` when there is none).
 
-    Read up to the partition's high watermark, not to its last stable offset: a lease record
-    whose commit returned but whose markers are still being written is waited for, so a
-    check right after a takeover always sees it.
+    Read up to the end a read_committed reader sees (the last stable offset): a writer makes
+    sure its own new record is visible there before it fences anything (`_until_visible`),
+    so a check after a fence always sees the record that preceded it.
     """
     low, high = watermarks(consumer, topic, 0, timeout=timeout)
     latest = first_record(flow)
@@ -132,11 +133,17 @@ def current_lease(flow: FlowConfig) -> LeaseRecord:
 def check_lease(token: LeaseToken, consumer_config: Mapping[str, str]) -> None:
     """Raise WriterLeaseLost unless `token`'s holding is still the flow's current lease."""
     latest = _read_once(consumer_config, token.topic, token.flow)
-    if latest.epoch != token.epoch or latest.holder.id != token.holder_id or latest.released:
-        now = "given up" if latest.released else f"held by {latest.holder.describe()}"
+    ours = latest.epoch == token.epoch and latest.holder.id == token.holder_id
+    if not ours or latest.released or latest.generation != token.generation:
+        if latest.released:
+            now = "given up"
+        elif ours:
+            now = f"on a newer layout of its copy tasks ({latest.generation})"
+        else:
+            now = f"held by {latest.holder.describe()} (epoch {latest.epoch})"
         raise WriterLeaseLost(
-            f"flow {token.flow}: this writer's lease (epoch {token.epoch}) is {now} "
-            f"(epoch {latest.epoch}): not copying"
+            f"flow {token.flow}: this copy task's writer lease (epoch {token.epoch}, layout "
+            f"{token.generation}) is {now}: not copying"
         )
 
 
@@ -170,7 +177,10 @@ class WriterLease:
     def token(self) -> LeaseToken:
         """The token the copy tasks check (only while held)."""
         assert self.record is not None, "the writer lease is not held"
-        return LeaseToken(self.flow.name, self.topic, self.record.epoch, self.holder.id)
+        record = self.record
+        return LeaseToken(
+            self.flow.name, self.topic, record.epoch, self.holder.id, record.generation
+        )
 
     @property
     def held(self) -> bool:
@@ -250,37 +260,73 @@ class WriterLease:
             if stop is None:
                 time.sleep(poll)
 
+    def _until_visible(self, record: LeaseRecord) -> bool:
+        """Wait until a read_committed reader sees `record` (its commit markers written);
+        False if another holding shows instead, or on timeout."""
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while time.monotonic() < deadline:
+            latest = self._read()
+            if record.same_holding(latest) and latest.renewal >= record.renewal:
+                return True
+            if latest.epoch > record.epoch or (
+                latest.epoch == record.epoch and not record.same_holding(latest)
+            ):
+                return False
+            time.sleep(0.02)
+        return False
+
     def _take(self, seen: LeaseRecord | None) -> bool:
-        """Compare-and-set: take the lease if its latest record is still `seen`."""
+        """Compare-and-set: take the lease if its latest record is still `seen`; then the
+        fencing round."""
         assert seen is not None
+        record = seen.taken_by(self.holder, self.slots, time.time())
+        producer: Producer | None = None
         try:
             producer = self._new_producer()
             if self._read() != seen:
                 return False  # someone renewed or took it meanwhile
-            record = seen.taken_by(self.holder, self.slots, time.time())
-            self._commit(producer, record)
+            try:
+                self._commit(producer, record)
+            except KafkaException as exc:
+                # It may have landed all the same: the visibility check below decides.
+                log.info("%s: committing the writer lease: %s", self.flow.name, exc)
+                producer = None
+            if not self._until_visible(record):
+                return False
         except (KafkaException, TopicReadError) as exc:
             log.info("%s: taking the writer lease failed (retried): %s", self.flow.name, exc)
             return False
         self._producer, self.record = producer, record
-        # The fencing round: every copy-task id any writer of the flow ever used.
-        ids = [writer_transactional_id(self.flow.name, i) for i in range(record.slots)]
-        fence_transactional_ids(self._producer_config, ids, topic=self.topic)
-        log.info(
-            "%s: took the writer lease (epoch %d) and fenced %d copy-task ids",
-            self.flow.name,
-            record.epoch,
-            len(ids),
-        )
+        # Renew from now on: the fencing round may wait for the coordinator to abort a dead
+        # writer's transactions, and a waiter must not take the flow meanwhile.
         self._renewer = threading.Thread(
             target=self._renew_loop, name=f"writer-lease {self.flow.name}", daemon=True
         )
         self._renewer.start()
+        try:
+            count = self._fence_slots()
+        except BaseException:
+            self.release()
+            raise
+        log.info(
+            "%s: took the writer lease (epoch %d) and fenced %d copy-task ids",
+            self.flow.name,
+            record.epoch,
+            count,
+        )
         return True
 
-    def _write(self, change: Callable[[LeaseRecord], LeaseRecord]) -> None:
+    def _fence_slots(self) -> int:
+        """The fencing round: every copy-task id any writer of the flow ever used."""
+        assert self.record is not None
+        ids = [writer_transactional_id(self.flow.name, i) for i in range(self.record.slots)]
+        fence_transactional_ids(self._producer_config, ids, topic=self.topic)
+        return len(ids)
+
+    def _write(self, change: Callable[[LeaseRecord], LeaseRecord]) -> bool:
         """Commit `change(current record)`; after a failed commit, first re-check (compare-
-        and-set) that the lease is still ours. Sets `lost` when it is not."""
+        and-set) that the lease is still ours. Sets `lost` when it is not; False when
+        nothing was committed."""
         with self._lock:
             assert self.record is not None
             try:
@@ -288,38 +334,50 @@ class WriterLease:
                     self._producer = self._new_producer()
                     latest = self._read()
                     # A commit that failed may have landed: the same holding counts as ours.
-                    ours = self.record.epoch == latest.epoch and not latest.released
-                    if ours and latest.holder.id == self.holder.id:
-                        self.record = latest
-                    else:
+                    if not self.record.same_holding(latest):
                         self.lost_to = "given up" if latest.released else latest.holder.describe()
                         self.lost.set()
-                        return
+                        return False
+                    self.record = latest
                 record = change(self.record)
                 self._commit(self._producer, record)
                 self.record = record
+                return True
             except (KafkaException, TopicReadError) as exc:
                 # Fenced (someone initialised the lease id) or the target unreachable: start
                 # over with a new producer and a re-check next time.
-                log.info("%s: renewing the writer lease failed (retried): %s", self.flow.name, exc)
+                log.info("%s: writing the writer lease failed (retried): %s", self.flow.name, exc)
                 producer, self._producer = self._producer, None
                 if producer is not None:
                     _abandon(producer)
+                return False
 
     def _renew_loop(self) -> None:
         interval = max(0.1, self.timeout / 5)
         while not self._stop.wait(interval) and not self.lost.is_set():
             self._write(lambda r: r.renewed(time.time()))
 
-    def fence(self, slots: int | None = None) -> None:
-        """Fence this writer's copy-task ids (all the flow ever used unless `slots`), if
-        the lease is still held: a writer that lost it must not disturb its successor."""
+    def fence(self) -> None:
+        """Before a new layout of this writer's copy tasks: record a new generation (so a task
+        of the old layout that starts late copies nothing), then fence every copy-task id. A
+        writer that lost the lease does nothing (it must not disturb its successor); one that
+        cannot record the generation raises WriterLeaseLost."""
         if not self.held:
             return
+        if not self._write(lambda r: r.next_generation(time.time())):
+            if self.lost.is_set():
+                return
+            raise WriterLeaseLost(
+                f"flow {self.flow.name}: cannot record a new layout in the writer lease "
+                f"(topic '{self.topic}' on '{self.flow.target.alias}'): not copying"
+            )
         assert self.record is not None
-        count = self.record.slots if slots is None else slots
-        ids = [writer_transactional_id(self.flow.name, i) for i in range(count)]
-        fence_transactional_ids(self._producer_config, ids, topic=self.topic)
+        if not self._until_visible(self.record):
+            raise WriterLeaseLost(
+                f"flow {self.flow.name}: the writer lease's new layout is not visible on "
+                f"'{self.flow.target.alias}': not copying"
+            )
+        self._fence_slots()
 
     def release(self) -> None:
         """Give the lease up (a waiting writer takes it at once) and stop renewing."""

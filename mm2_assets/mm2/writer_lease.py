@@ -63,6 +63,9 @@ class LeaseRecord:
     holder: Holder
     slots: int
     renewal: int = 0
+    generation: int = 0
+    """One more per layout of the holder's copy tasks: a task of an earlier layout that starts
+    after its slots were fenced again finds the generation moved on and copies nothing."""
     released: bool = False
     written_at: float = 0.0
     """Wall-clock seconds when written, for messages only (expiry uses the waiter's clock)."""
@@ -80,6 +83,7 @@ class LeaseRecord:
                 "holder": {"id": h.id, "host": h.host, "pid": h.pid, "what": h.what},
                 "slots": self.slots,
                 "renewal": self.renewal,
+                "generation": self.generation,
                 "released": self.released,
                 "written_at": self.written_at,
             },
@@ -98,6 +102,7 @@ class LeaseRecord:
                 holder=Holder(str(h["id"]), str(h["host"]), int(h["pid"]), str(h["what"])),
                 slots=int(v["slots"]),
                 renewal=int(v.get("renewal", 0)),
+                generation=int(v.get("generation", 0)),
                 released=bool(v.get("released", False)),
                 written_at=float(v.get("written_at", 0.0)),
             )
@@ -113,6 +118,18 @@ class LeaseRecord:
     def renewed(self, now: float) -> LeaseRecord:
         """The same holding, renewed."""
         return replace(self, renewal=self.renewal + 1, written_at=now)
+
+    def next_generation(self, now: float) -> LeaseRecord:
+        """The same holding, for a new layout of its copy tasks."""
+        return replace(
+            self, renewal=self.renewal + 1, generation=self.generation + 1, written_at=now
+        )
+
+    def same_holding(self, other: LeaseRecord) -> bool:
+        """Whether `other` is this holder's holding (any renewal), not given up."""
+        return (
+            other.epoch == self.epoch and other.holder.id == self.holder.id and not other.released
+        )
 
     def release(self, now: float) -> LeaseRecord:
         """The same holding, given up: a waiter may take it at once."""

@@ -206,14 +206,18 @@ class Follower:
                 tracker = ProgressTracker(flow)
             self._follow(spark, stop, tracker, on_loop)
         finally:
-            self._stop_job()
-            if self.lease is not None:
-                self.lease.release()
-            if tracker is not None:
-                tracker.close()
-            if self._heartbeat_producer is not None:
-                self._heartbeat_producer.flush(5)
-                self._heartbeat_producer = None
+            try:
+                self._stop_job()
+            finally:
+                # Given up even when stopping failed: a restarted follower must not wait
+                # for its own predecessor's lease.
+                if self.lease is not None:
+                    self.lease.release()
+                if tracker is not None:
+                    tracker.close()
+                if self._heartbeat_producer is not None:
+                    self._heartbeat_producer.flush(5)
+                    self._heartbeat_producer = None
 
     def _follow(
         self,

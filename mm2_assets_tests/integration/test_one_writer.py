@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.writer_lease import current_lease
-from mm2_assets.mm2.config import CONFIG_ENV
+from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.mm2.writer_lease import writer_transactional_id
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.dagster_dev import DagsterDev
@@ -128,22 +128,32 @@ def event_text(entry: dg.EventLogEntry) -> str:
     return " ".join(text)
 
 
-def writer_config(write_mm2_config, prefix: str, extra: str = "") -> Path:
-    """A follow-mode flow of `prefix`-* topics with passes that wait only briefly."""
-    return follower_config(write_mm2_config, prefix, WRITER_EXTRA + extra)
+def one_topic_flow(
+    primary: str, write_mm2_config, name: str, extra: str = WRITER_EXTRA
+) -> tuple[str, Path, FlowConfig]:
+    """A new `PARTITIONS`-partition topic and a follow-mode flow of it: (topic, config, flow)."""
+    prefix = unique(name)
+    topic = f"{prefix}-a"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    config = follower_config(write_mm2_config, prefix, extra)
+    return topic, config, load_checked_config(config).flows[0]
+
+
+def replicate_command(config: Path, home: Path) -> tuple[list[str], dict[str, str]]:
+    """`mm2-assets replicate --config` against the Dagster instance `home` (no pools set):
+    the command and its environment."""
+    cli = Path(sys.executable).parent / "mm2-assets"
+    return [str(cli), "replicate", "--config", str(config)], {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+    }
 
 
 def replicate(config: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    """`mm2-assets replicate --config` against the Dagster instance `home` (no pools set)."""
-    cli = Path(sys.executable).parent / "mm2-assets"
+    """Run `replicate_command` to its end, output captured."""
+    argv, env = replicate_command(config, home)
     return subprocess.run(
-        [str(cli), "replicate", "--config", str(config)],
-        cwd=ROOT,
-        env={**os.environ, "DAGSTER_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
     )
 
 
@@ -169,10 +179,7 @@ def test_passes_beside_a_follow_command_refuse_naming_it_and_copy_nothing(
     primary, backup, write_mm2_config, tmp_path
 ) -> None:
     """(a) `mm2-assets follow` plus `mm2-assets replicate` passes of the same flow."""
-    prefix = unique("one-writer-cli")
-    topic = f"{prefix}-a"
-    create_topic(primary, topic, partitions=PARTITIONS)
-    config = writer_config(write_mm2_config, prefix)
+    topic, config, _ = one_topic_flow(primary, write_mm2_config, "one-writer-cli")
     home = tmp_path / "dagster_home"
     home.mkdir()
     lines: list[str] = []
@@ -209,11 +216,7 @@ def test_two_follow_commands_one_copies_the_other_stands_by_and_takes_over(
     primary, backup, write_mm2_config
 ) -> None:
     """(c) Two `mm2-assets follow` processes of one flow; the active one SIGKILLed."""
-    prefix = unique("one-writer-two")
-    topic = f"{prefix}-a"
-    create_topic(primary, topic, partitions=PARTITIONS)
-    config = writer_config(write_mm2_config, prefix)
-    flow = load_checked_config(config).flows[0]
+    topic, config, flow = one_topic_flow(primary, write_mm2_config, "one-writer-two")
     first_lines: list[str] = []
     second_lines: list[str] = []
     first = start_follow(config)
@@ -263,12 +266,12 @@ def test_a_follower_killed_with_four_slots_is_fenced_by_its_successor_with_two(
     four ids the flow used (kept in the lease record): a task of the old layout still alive
     elsewhere (as on a Spark Connect server that outlived its driver), here copy task 3 with
     records sent and its transaction open, can never commit, and its records never show."""
-    prefix = unique("one-writer-slots")
-    topic = f"{prefix}-a"
-    create_topic(primary, topic, partitions=PARTITIONS)
-    four = writer_config(write_mm2_config, prefix, "mm2assets.spark.master = local[4]\n")
-    two = writer_config(write_mm2_config, prefix, "mm2assets.spark.master = local[2]\n")
-    flow = load_checked_config(four).flows[0]
+    extra = WRITER_EXTRA + "mm2assets.spark.master = local[{}]\n"
+    topic, four, flow = one_topic_flow(
+        primary, write_mm2_config, "one-writer-slots", extra.format(4)
+    )
+    two = four.with_name(f"{four.stem}-two.properties")
+    two.write_text(four.read_text().replace("local[4]", "local[2]"))
     lines: list[str] = []
     first = start_follow(four)
     second: subprocess.Popen[str] | None = None
@@ -316,12 +319,10 @@ def test_follow_to_batch_and_back_with_the_old_writer_killed(
 ) -> None:
     """(e) A follower SIGKILLed, a pass takes the flow over (after the lease timeout), is
     SIGKILLed mid-copy itself, and a follower takes the flow back."""
-    prefix = unique("one-writer-switch")
-    topic = f"{prefix}-a"
-    create_topic(primary, topic, partitions=PARTITIONS)
     # Passes wait long enough for a killed writer's lease to expire (10 s).
-    config = follower_config(write_mm2_config, prefix, "mm2assets.writer.wait.seconds = 60\n")
-    flow = load_checked_config(config).flows[0]
+    topic, config, flow = one_topic_flow(
+        primary, write_mm2_config, "one-writer-switch", "mm2assets.writer.wait.seconds = 60\n"
+    )
     home = tmp_path / "dagster_home"
     home.mkdir()
     lines: list[str] = []
@@ -339,11 +340,11 @@ def test_follow_to_batch_and_back_with_the_old_writer_killed(
             assert passed.returncode == 0, output[-3000:]
             assert "waiting for mm2-assets follow" in output, output[-3000:]
             # A second pass, killed while it copies (its lease is not given up).
-            cli = Path(sys.executable).parent / "mm2-assets"
+            argv, env = replicate_command(config, home)
             killed = subprocess.Popen(
-                [str(cli), "replicate", "--config", str(config)],
+                argv,
                 cwd=ROOT,
-                env={**os.environ, "DAGSTER_HOME": str(home)},
+                env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
@@ -382,11 +383,12 @@ def test_a_pass_launched_from_the_ui_beside_a_follower_run_without_pools(
     asset job for one topic) fails naming the follower run, having copied nothing."""
     from dagster_graphql import DagsterGraphQLClient
 
-    prefix = unique("one-writer-ui")
-    topic = f"{prefix}-a"
-    create_topic(primary, topic, partitions=PARTITIONS)
-    config = writer_config(write_mm2_config, prefix, "mm2assets.driver.interval.seconds = 1\n")
-    flow = load_checked_config(config).flows[0]
+    topic, config, flow = one_topic_flow(
+        primary,
+        write_mm2_config,
+        "one-writer-ui",
+        WRITER_EXTRA + "mm2assets.driver.interval.seconds = 1\n",
+    )
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no pools

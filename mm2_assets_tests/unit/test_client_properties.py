@@ -202,6 +202,14 @@ def test_java_login_tuning_is_dropped_with_reason() -> None:
     assert "librdkafka" in result.dropped["sasl.login.refresh.window.factor"]
 
 
+def test_a_shared_transactional_id_is_dropped_with_reason() -> None:
+    """One id for every producer would make heartbeats, checkpoints and copy tasks fence one
+    another; each transactional producer has its own."""
+    result = translate({"transactional.id": "mm2-txn"}, "producer")
+    assert "transactional.id" not in result.config
+    assert "own id" in result.dropped["transactional.id"]
+
+
 # --- SSL ---------------------------------------------------------------------------------------
 
 

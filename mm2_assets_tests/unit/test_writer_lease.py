@@ -75,3 +75,14 @@ def test_a_failed_read_restarts_the_count() -> None:
     assert not watch.observe(held, now=30.0)
     assert not watch.observe(held, now=39.0)
     assert watch.observe(held, now=40.0)
+
+
+def test_a_new_layout_is_a_new_generation_of_the_same_holding() -> None:
+    held = first_record("f").taken_by(ME, 2, now=0.0)
+    moved = held.next_generation(1.0)
+    assert moved.generation == held.generation + 1 and moved.epoch == held.epoch
+    assert held.same_holding(moved) and held.same_holding(moved.renewed(2.0))
+    assert not held.same_holding(moved.release(3.0))
+    assert not held.same_holding(held.taken_by(YOU, 2, now=4.0))
+    again = LeaseRecord.from_record(moved.record_key(), moved.record_value())
+    assert again.generation == moved.generation
