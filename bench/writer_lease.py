@@ -152,9 +152,8 @@ def lease_takeovers(config: Path, count: int) -> dict[str, float]:
 def group_costs(backup: str, count: int, session_ms: int) -> dict[str, dict[str, float]]:
     """Kafka group coordination for the same job: join time, and handover after a SIGKILL."""
     topic = f"bench-leader-{uuid.uuid4().hex[:6]}"
-    AdminClient({"bootstrap.servers": backup}).create_topics([NewTopic(topic, 1, 1)])[topic].result(
-        30
-    )
+    admin = AdminClient({"bootstrap.servers": backup})  # kept: its futures need it alive
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     joins, handovers = [], []
     for _ in range(count):
         group = f"bench-{uuid.uuid4().hex[:6]}"

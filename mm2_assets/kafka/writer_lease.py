@@ -98,7 +98,9 @@ def read_lease(consumer: Consumer, topic: str, flow: str, timeout: float) -> Lea
     consumer.assign([TopicPartition(topic, 0, low)])
     deadline = time.monotonic() + timeout
     while True:
-        batch = consumer.consume(1000, timeout=0.05)
+        # consume() waits out its whole timeout unless it gets as many records as asked: keep
+        # it short (a few hundred records, markers included, is all the partition holds).
+        batch = consumer.consume(1000, timeout=0.005)
         for msg in batch:
             if msg.error() is not None:
                 raise TopicReadError(f"reading '{topic}': {KafkaException(msg.error())}")
