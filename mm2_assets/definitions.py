@@ -34,7 +34,7 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         partitions = topics_partitions(flow)
         source = source_topics_spec(flow, partitions)
         replicated = replicated_topics_asset(flow, partitions, source)
-        configs = topic_configs_asset(flow, partitions, replicated.key)
+        configs = topic_configs_asset(flow, partitions, source.key)
         checkpoints, synced = checkpoint_assets(flow, replicated.key)
         heartbeats = heartbeats_asset(flow)
         assets.extend([source, replicated, configs, checkpoints, synced, heartbeats])

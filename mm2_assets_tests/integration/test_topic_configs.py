@@ -385,6 +385,42 @@ def test_compacted_source_replicates_compacted_and_changes_propagate(
     assert overrides(backup, remote) == {"cleanup.policy": "compact", "retention.ms": "3600000"}
 
 
+def test_a_pass_syncs_a_changed_config_with_no_new_records(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    """`replicated_topics` and `topic_configs` in one run, as `mm2-assets replicate` and the
+    UI's "materialize all" run them: the config follows the source even when no record moved."""
+    config = load_mm2_config(write_mm2_config())
+    flow = config.flows[0]
+    defs = build_definitions(config, spark_resource)
+    assets = [
+        defs.get_assets_def(dg.AssetKey([flow.key, name]))
+        for name in ("replicated_topics", "topic_configs")
+    ]
+    topic = unique("pass-config")
+    create_topic(primary, topic, config={"retention.ms": "7200000"})
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(f"{flow.key}__topics", [topic])
+
+    def one_pass() -> None:
+        result = dg.materialize(
+            assets,
+            instance=instance,
+            resources={"spark": spark_resource},
+            tags={"dagster/partition": topic},
+        )
+        assert result.success
+        synced = result.asset_materializations_for_node(assets[1].node_def.name)
+        assert [e.partition for e in synced] == [topic]
+
+    one_pass()
+    remote = f"{flow.source.alias}.{topic}"
+    assert overrides(backup, remote) == {"retention.ms": "7200000"}
+    alter(primary, topic, retention_ms="3600000")
+    one_pass()  # nothing to copy
+    assert overrides(backup, remote) == {"retention.ms": "3600000"}
+
+
 def test_remote_created_without_configs_gets_them(primary, backup, write_mm2_config) -> None:
     # As `replicated_topics` creates it: right partitions, no configs.
     flow = Flow(write_mm2_config())

@@ -84,9 +84,14 @@ def sync_metadata(
 def topic_configs_asset(
     flow: FlowConfig,
     partitions: dg.PartitionsDefinition,
-    replicated_topics_key: dg.AssetKey | Sequence[str],
+    source_topics_key: dg.AssetKey | Sequence[str],
 ) -> dg.AssetsDefinition:
-    """The flow's `topic_configs` asset (key `[flow.key, "topic_configs"]`).
+    """The flow's `topic_configs` asset (key `[flow.key, "topic_configs"]`), downstream of the
+    source topics, whose configs it follows.
+
+    Not downstream of `replicated_topics`: that asset yields its materializations instead of
+    an output, and Dagster skips the steps after an asset that returned no output, so a run
+    of both (a pass) would never sync a config.
 
     Materializing topics creates missing remote topics, grows their partition counts and, if
     `sync.topic.configs.enabled`, syncs their configs; the replication driver materializes
@@ -97,7 +102,7 @@ def topic_configs_asset(
 
     @dg.asset(
         key=key,
-        deps=[dg.AssetKey.from_coercible(replicated_topics_key)],
+        deps=[dg.AssetKey.from_coercible(source_topics_key)],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
         # One materialization per topic the run is for, yielded (`partition_materializations`).
