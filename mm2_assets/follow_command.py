@@ -9,7 +9,6 @@ fenced, no transaction left open) and exits 0; a follower that fails stops the o
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
 import threading
@@ -27,6 +26,7 @@ from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.errors import UsageError
 from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
+from mm2_assets.spark.driver_jvm import stop_session
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets.spark.job import spark_slots
 
@@ -148,10 +148,10 @@ def follow(config_path: Path) -> int:
             signal.signal(signum, handler)
         session = spark._session
         if session is not None:
-            # A SIGTERM sent to the whole process group has stopped Spark's JVM already; the
-            # followers are stopped and fenced, so there is nothing left to stop cleanly.
-            with contextlib.suppress(Exception):
-                session.stop()
+            # The followers are stopped and fenced; the driver JVM (and its Python workers)
+            # must be gone before `follow` says it stopped. A SIGTERM sent to the whole
+            # process group may have stopped it already.
+            stop_session(session)
     for failure in failures:
         print(f"mm2-assets follow: {failure}", file=sys.stderr)
     return 1 if failures else 0
