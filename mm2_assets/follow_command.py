@@ -52,7 +52,7 @@ class PrintingReporter(FollowerReporter):
         )
         for topic, reason in plan.skipped.items():
             self._print(f"not replicating '{topic}': {reason}", error=True)
-        for warning in recreation_warnings(self.flow.name, plan.states):
+        for warning in [*recreation_warnings(self.flow.name, plan.states), *plan.warnings]:
             self._print(warning.removeprefix(f"{self.flow.name}: "), error=True)
         for line in adoption_lines(self.flow.name, plan.states):
             self._print(line.removeprefix(f"{self.flow.name}: "))

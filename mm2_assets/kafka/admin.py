@@ -21,6 +21,11 @@ from mm2_assets.mm2.config import FlowConfig, Side
 ADMIN_TIMEOUT_S = 30.0
 
 COMPACTED: Mapping[str, str] = {"cleanup.policy": "compact"}
+INTERNAL_SEGMENT_MS = 10 * 60 * 1000
+BOUNDED_COMPACTED: Mapping[str, str] = {**COMPACTED, "segment.ms": str(INTERNAL_SEGMENT_MS)}
+"""The internal topics we write every few seconds (progress, offset syncs, checkpoints, writer
+lease, heartbeats): compaction never cleans the active segment, so it must roll often or every
+reader re-reads days of history (the broker default rolls weekly)."""
 """Topic config of the internal topics (MM2's and ours): one live record per key."""
 
 

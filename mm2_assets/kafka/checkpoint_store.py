@@ -13,7 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import COMPACTED, ensure_topic, flow_admin
+from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
@@ -70,7 +70,7 @@ def ensure_checkpoints_topic(flow: FlowConfig, admin: AdminClient | None = None)
         checkpoints_topic(flow),
         partitions=1,
         replication_factor=flow.checkpoints_topic_replication_factor,
-        config=COMPACTED,
+        config=BOUNDED_COMPACTED,
         cluster=flow.target.alias,
     )
 

@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import (
-    COMPACTED,
+    BOUNDED_COMPACTED,
     TopicInfo,
     admin_client,
     ensure_topic,
@@ -91,7 +91,7 @@ def emit_heartbeat(
         topic,
         partitions=1,
         replication_factor=flow.heartbeats_topic_replication_factor,
-        config=COMPACTED,
+        config=BOUNDED_COMPACTED,
         cluster=flow.target.alias,
         existing=existing,
     )

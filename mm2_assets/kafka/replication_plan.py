@@ -18,22 +18,24 @@ from typing import TypeVar
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import (
-    COMPACTED,
+    BOUNDED_COMPACTED,
+    INTERNAL_SEGMENT_MS,
     TopicInfo,
     ensure_topic,
     flow_admin,
     list_topics,
 )
+from mm2_assets.kafka.checkpoint_store import checkpoints_topic
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.copy_task import CopyTaskSpec, PartitionRange
 from mm2_assets.kafka.offset_syncs import offset_syncs_location
 from mm2_assets.kafka.replication_state import PartitionState, partition_states
 from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_remote_topics
 from mm2_assets.kafka.writer_lease import LeaseToken
-from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.config import ClusterConfig, FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, progress_topic
 from mm2_assets.mm2.topic_configs import creation_configs
-from mm2_assets.mm2.writer_lease import writer_transactional_id
+from mm2_assets.mm2.writer_lease import lease_topic, writer_transactional_id
 
 
 @dataclass
@@ -50,13 +52,11 @@ class ReplicationPlan:
     """`ranges` spread over the copy tasks, once `assign_tasks` gave them writer slots."""
     skipped: dict[str, str] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Internal topics that compaction cannot bound, each with the command that fixes it."""
 
 
 T = TypeVar("T")
-
-# Followers commit progress every few hundred ms per partition; compaction never touches the
-# active segment, so roll it every 10 minutes or every reader would read hours of history.
-PROGRESS_TOPIC_CONFIG = {**COMPACTED, "segment.ms": str(10 * 60 * 1000)}
 
 
 def spread(items: Sequence[T], count: int | None) -> list[list[T]]:
@@ -134,7 +134,7 @@ def ensure_internal_topics(
         name,
         partitions=PROGRESS_PARTITIONS,
         replication_factor=flow.offset_syncs_topic_replication_factor,
-        config=PROGRESS_TOPIC_CONFIG,
+        config=BOUNDED_COMPACTED,
         cluster=flow.target.alias,
         existing=target_topics,
     ):
@@ -142,18 +142,75 @@ def ensure_internal_topics(
     syncs_topic, on_target = offset_syncs_location(flow)
     cluster = flow.target if on_target else flow.source
     admin, existing = target if on_target else source
-    # MM2's offset-syncs topic: one partition, compacted.
+    # MM2's offset-syncs topic: one partition, compacted (and rolled, see BOUNDED_COMPACTED).
     if ensure_topic(
         admin,
         syncs_topic,
         partitions=1,
         replication_factor=flow.offset_syncs_topic_replication_factor,
-        config=COMPACTED,
+        config=BOUNDED_COMPACTED,
         cluster=cluster.alias,
         existing=existing,
     ):
         created.append(f"{cluster.alias}:{syncs_topic}")
     return created
+
+
+SEGMENT_MS_WARN_ABOVE = 6 * INTERNAL_SEGMENT_MS
+"""An internal topic of ours rolling less often than this (an hour) is worth a warning."""
+
+
+def compaction_warnings(
+    admin: AdminClient, topics: Sequence[str], *, cluster: ClusterConfig, timeout: float
+) -> list[str]:
+    """Warnings for compacted `topics` on `cluster` whose segments roll so rarely that
+    compaction cannot bound them (made by an older version, or by hand), each with the
+    command that fixes it. Topics that cannot be described are left to the callers' errors."""
+    if not topics:
+        return []
+    configs, _ = describe_topic_configs(admin, topics, timeout=timeout)
+    out = []
+    for topic, entries in sorted(configs.items()):
+        values = {e.name: e.value for e in entries}
+        segment_ms = int(values.get("segment.ms") or 0)
+        if "compact" in (values.get("cleanup.policy") or "") and segment_ms > SEGMENT_MS_WARN_ABOVE:
+            out.append(
+                f"internal topic '{topic}' on '{cluster.alias}' rolls its segments every "
+                f"{segment_ms} ms; compaction never cleans the active segment, so every read "
+                "of it re-reads that much history. Fix: kafka-configs.sh --bootstrap-server "
+                f"{cluster.bootstrap_servers} --alter --entity-type topics --entity-name "
+                f"{topic} --add-config segment.ms={INTERNAL_SEGMENT_MS}"
+            )
+    return out
+
+
+def internal_topic_warnings(
+    flow: FlowConfig,
+    *,
+    source: tuple[AdminClient, Mapping[str, TopicInfo]],
+    target: tuple[AdminClient, Mapping[str, TopicInfo]],
+) -> list[str]:
+    """`compaction_warnings` for the flow's internal topics that existed before this plan:
+    progress, checkpoints and writer lease on the target, offset syncs where they live."""
+    timeout = flow.admin_timeout_ms / 1000
+    target_admin, target_topics = target
+    ours = [
+        progress_topic(flow.source.alias),
+        checkpoints_topic(flow),
+        lease_topic(flow.source.alias),
+    ]
+    syncs_topic, on_target = offset_syncs_location(flow)
+    if on_target:
+        ours.append(syncs_topic)
+    warnings = compaction_warnings(
+        target_admin, [t for t in ours if t in target_topics], cluster=flow.target, timeout=timeout
+    )
+    source_admin, source_topics = source
+    if not on_target and syncs_topic in source_topics:
+        warnings += compaction_warnings(
+            source_admin, [syncs_topic], cluster=flow.source, timeout=timeout
+        )
+    return warnings
 
 
 def plan_replication(
@@ -195,6 +252,9 @@ def plan_replication(
         ensure_internal_topics(
             flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
         )
+    )
+    plan.warnings = internal_topic_warnings(
+        flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
     )
     config_filter = flow.config_property_filter()
     try:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from mm2_assets.kafka.admin import COMPACTED, ensure_topic, flow_admin
+from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import TopicReadError, watermarks
 from mm2_assets.kafka.transactions import fence_transactional_ids, init_transactional_producer
@@ -40,9 +40,6 @@ from mm2_assets.mm2.writer_lease import (
 
 log = logging.getLogger(__name__)
 
-# Renewals come every few seconds; roll the active segment so compaction keeps the topic
-# to about one record per flow.
-LEASE_TOPIC_CONFIG = {**COMPACTED, "segment.ms": str(10 * 60 * 1000)}
 READ_TIMEOUT_S = 30.0
 
 
@@ -219,7 +216,7 @@ class WriterLease:
             self.topic,
             partitions=1,
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
-            config=LEASE_TOPIC_CONFIG,
+            config=BOUNDED_COMPACTED,
             cluster=self.flow.target.alias,
         )
         watch = LeaseWatch(self.timeout)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Producer
@@ -41,8 +42,10 @@ from mm2_assets.kafka.progress_store import ProgressTracker
 from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.kafka.writer_lease import WriterLease
+from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.spark.follower_job import FollowerJob
+from mm2_assets.spark.interval_work import IntervalWork, Report, Work
 from mm2_assets.spark.job import writer_slots
 
 
@@ -147,12 +150,15 @@ class Follower:
         self._heartbeat_producer: Producer | None = None
         self._heartbeat_topics: dict[str, TopicInfo] | None = None
         self._admins: dict[str, AdminClient] = {}
+        self._admins_lock = threading.Lock()
 
     def _admin(self, side: Side) -> AdminClient:
-        """One admin client per cluster for the follower's life (it asks every few seconds)."""
-        if side not in self._admins:
-            self._admins[side] = flow_admin(self.flow, side)
-        return self._admins[side]
+        """One admin client per cluster for the follower's life (it asks every few seconds),
+        shared by the follower's thread and its interval work's."""
+        with self._admins_lock:
+            if side not in self._admins:
+                self._admins[side] = flow_admin(self.flow, side)
+            return self._admins[side]
 
     def _replicated_layout(self) -> dict[str, tuple[int, str | None]]:
         """Source topics the flow replicates now, with their partition counts and ids (a
@@ -165,20 +171,38 @@ class Follower:
         return {topic: (source[topic].partitions, ids.get(topic)) for topic in topics}
 
     def _start_layout(self, spark: Any, layout: dict[str, tuple[int, str | None]]) -> None:
+        """The first layout: every slot was fenced when the lease was taken."""
+        self._run_plan(spark, plan_replication(self.flow, sorted(layout), follow=True), layout)
+
+    def _relayout(self, spark: Any, layout: dict[str, tuple[int, str | None]]) -> None:
+        """Replace the running layout by one for `layout`. Planning comes first, while the old
+        layout keeps copying: a plan that fails (a cluster unreachable) changes nothing."""
+        assert self.lease is not None
+        plan = plan_replication(self.flow, sorted(layout), follow=True)
+        # No layout until the next one runs: a failure below is retried from scratch.
+        self._layout = {}
+        self._stop_job(fence=False)
+        # A new generation, then every slot fenced: nothing of the old layout commits later.
+        self.lease.fence()
+        self._run_plan(spark, plan, layout)
+
+    def _run_plan(
+        self, spark: Any, plan: ReplicationPlan, layout: dict[str, tuple[int, str | None]]
+    ) -> None:
         assert self.lease is not None
         self.generation += 1
-        plan = plan_replication(self.flow, sorted(layout), follow=True)
         assign_tasks(self.flow, plan, self._slots, self.lease.token)
-        # Every slot was fenced when the lease was taken, and again by each `stop`.
         job = FollowerJob(spark, plan.tasks, self.lease)
         job.start()
-        self.plan, self.job, self._layout = plan, job, layout
+        self.plan, self.job = plan, job
+        # Topics planning skipped stay out of the layout, so the next refresh plans them again.
+        self._layout = {t: v for t, v in layout.items() if t not in plan.skipped}
         self.reporter.layout(plan, self.generation)
 
-    def _stop_job(self) -> None:
-        if self.job is not None:
-            self.job.stop()
-            self.job = None
+    def _stop_job(self, *, fence: bool = True) -> None:
+        job, self.job = self.job, None
+        if job is not None:
+            job.stop(fence=fence)
 
     def run(self, stop: threading.Event, on_loop: Callable[[], None] | None = None) -> None:
         """Follow until `stop` is set; raises FollowerError when the copy job fails.
@@ -228,23 +252,44 @@ class Follower:
     ) -> None:
         flow = self.flow
         replicates = tracker is not None
+        interval_work = IntervalWork(
+            [
+                Work("heartbeats", flow.emit_heartbeats_enabled,
+                     flow.emit_heartbeats_interval_seconds, self._heartbeat),
+                Work("checkpoints", replicates and flow.emit_checkpoints_enabled,
+                     flow.emit_checkpoints_interval_seconds, self._checkpoints),
+                Work("group offset sync",
+                     replicates and flow.sync_group_offsets_enabled
+                     and flow.emit_checkpoints_enabled,
+                     flow.sync_group_offsets_interval_seconds, self._group_offsets),
+                Work("topic config sync", replicates, flow.sync_topic_configs_interval_seconds,
+                     self._topic_configs),
+            ],
+            self.reporter.problem,
+        )  # fmt: skip
+        interval_work.start()
+        try:
+            self._watch(spark, stop, tracker, on_loop, interval_work)
+        finally:
+            interval_work.stop()
+
+    def _watch(
+        self,
+        spark: Any,
+        stop: threading.Event,
+        tracker: ProgressTracker | None,
+        on_loop: Callable[[], None] | None,
+        interval_work: IntervalWork,
+    ) -> None:
+        """The follower's own loop: the copy job's health, topic refreshes, reports."""
+        flow = self.flow
+        replicates = tracker is not None
         now = time.monotonic()
         report_every = flow.mm2assets_follower_report_interval_seconds
         refresh_every = flow.refresh_topics_interval_seconds
-        schedule: list[tuple[str, bool, float, Callable[[], None]]] = [
-            ("heartbeats", flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds,
-             self._heartbeat),
-            ("checkpoints", replicates and flow.emit_checkpoints_enabled,
-             flow.emit_checkpoints_interval_seconds, self._checkpoints),
-            ("group offset sync",
-             replicates and flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
-             flow.sync_group_offsets_interval_seconds, self._group_offsets),
-            ("topic config sync", replicates, flow.sync_topic_configs_interval_seconds,
-             self._topic_configs),
-        ]  # fmt: skip
-        due = {name: now for name, enabled, _, _ in schedule if enabled}
         next_report = now + report_every
         next_refresh = now + refresh_every
+        replan_failures = 0
         window_start = time.time()
         # Counted from the progress the plan saw, before the copy tasks started.
         plan = self.plan
@@ -274,29 +319,27 @@ class Follower:
                     f"flow {flow.name}: the follower's copy job failed: {job.error}"
                 ) from job.error
             now = time.monotonic()
-            for name, enabled, period, work in schedule:
-                if enabled and now >= due[name]:
-                    due[name] = now + period
-                    try:
-                        work()
-                    except Exception as exc:  # interval work must not stop replication
-                        self.reporter.problem(name, exc)
+            interval_work.drain()
             if replicates and flow.refresh_topics_enabled and now >= next_refresh:
                 next_refresh = now + refresh_every
                 try:
                     layout = self._replicated_layout()
+                    if layout != self._layout or self.job is None:
+                        self._relayout(spark, layout)
+                    replan_failures = 0
                 except Exception as exc:
+                    # The old layout (if any) keeps copying; try again soon, backing off. A
+                    # lease taken over ends the run at the top of the loop.
+                    replan_failures += 1
                     self.reporter.problem("topic refresh", exc)
-                else:
-                    if layout != self._layout:
-                        self._stop_job()
-                        self._start_layout(spark, layout)
+                    retry = restart_delay(replan_failures, 1.0, refresh_every, flow.name)
+                    next_refresh = now + retry
             if now >= next_report:
                 next_report = now + report_every
                 ended = time.time()
                 before = self._report(tracker, before, window_start, ended)
                 window_start = ended
-            waits = [next_report, *(due.values())]
+            waits = [next_report]
             if replicates and flow.refresh_topics_enabled:
                 waits.append(next_refresh)
             stop.wait(min(0.5, max(0.05, min(waits) - time.monotonic())))
@@ -348,7 +391,7 @@ class Follower:
         self.reporter.window(FollowerWindow(started, ended, self.generation, windows))
         return {**before, **now}
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self) -> Report:
         # One producer and one target listing for every heartbeat of this follower: it emits
         # every second by default.
         flow = self.flow
@@ -360,18 +403,23 @@ class Follower:
         )
         if self._heartbeat_topics is None or emission.created_topic:
             self._heartbeat_topics = list_topics(admin, cluster=flow.target.alias)
-        self._last_heartbeat = emission
-        self._heartbeats_sent += 1
 
-    def _checkpoints(self) -> None:
-        self.reporter.checkpoints(emit_checkpoints(self.flow))
+        def count() -> None:  # on the follower's thread, which reports the count
+            self._last_heartbeat = emission
+            self._heartbeats_sent += 1
 
-    def _group_offsets(self) -> None:
-        self.reporter.group_offsets(sync_group_offsets(self.flow))
+        return count
 
-    def _topic_configs(self) -> None:
-        if not self._layout:
-            return
+    def _checkpoints(self) -> Report:
+        return partial(self.reporter.checkpoints, emit_checkpoints(self.flow))
+
+    def _group_offsets(self) -> Report:
+        return partial(self.reporter.group_offsets, sync_group_offsets(self.flow))
+
+    def _topic_configs(self) -> Report | None:
+        layout = self._layout  # replaced, never changed in place, by the follower's thread
+        if not layout:
+            return None
         started = time.monotonic()
-        result = sync_topic_configs(self.flow, sorted(self._layout))
-        self.reporter.topic_configs(result, time.monotonic() - started)
+        result = sync_topic_configs(self.flow, sorted(layout))
+        return partial(self.reporter.topic_configs, result, time.monotonic() - started)

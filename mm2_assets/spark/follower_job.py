@@ -55,8 +55,9 @@ class FollowerJob:
             if not self._stopping:
                 self.error = exc
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Cancel the job and fence its tasks' transactional ids (see the module doc)."""
+    def stop(self, timeout: float = 60.0, *, fence: bool = True) -> None:
+        """Cancel the job and fence its tasks' transactional ids (see the module doc); the
+        caller that starts a new layout next fences itself (with a new generation)."""
         self._stopping = True
         if self._thread.is_alive():
             # A Spark that is gone already (its JVM got the same SIGTERM) has no job left to
@@ -67,5 +68,5 @@ class FollowerJob:
                 else:
                     self.spark.sparkContext.cancelJobGroup(self.group)
             self._thread.join(timeout)
-        if self.specs:
+        if self.specs and fence:
             self.lease.fence()

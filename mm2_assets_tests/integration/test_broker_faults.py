@@ -9,6 +9,8 @@ heartbeats are emitted correctly again once the broker is back.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -333,3 +335,47 @@ def test_follower_resumes_following_after_a_target_broker_restart(
             wait_for("the new follower to catch up", caught_up, timeout=240)
         assert resumed.error is None, resumed.error
     assert_converged(pair, topic)
+
+
+def test_follower_lives_through_a_source_unreachable_for_20_s_during_a_replan(
+    pair, tmp_path, spark_resource
+) -> None:
+    """A topic is created, then the source broker stops answering (SIGSTOP) for 20 s while the
+    follower re-plans: the refresh fails and is retried with back-off, the run goes on, and
+    once the source answers again the new topic is copied, every record once."""
+    prefix = unique("fault-replan")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    primary, backup = pair.bootstrap("primary"), pair.bootstrap("backup")
+    create_filled_topic(primary, first, tricky_records(PARTITIONS, 30, 61, recent_ms(900)))
+    config = write_config(
+        pair,
+        tmp_path,
+        prefix,
+        "refresh.topics.interval.seconds = 1\nmm2assets.replication.mode = follow\n"
+        "mm2assets.follower.report.interval.seconds = 1\n",
+    )
+    flow = load_mm2_config(config).flows[0]
+    with RunningFollower(flow, spark_resource) as running:
+        wait_for("the first topic", replicated(primary, backup, first, PARTITIONS), 240)
+        create_filled_topic(primary, second, tricky_records(2, 30, 62, recent_ms(900)))
+        source = pair.clusters["primary"].pid
+        os.kill(source, signal.SIGSTOP)
+        try:
+            wait_for(
+                "a failed topic refresh",
+                lambda: any("topic refresh" in p for p in running.reporter.problems),
+                60,
+            )
+            time.sleep(max(0.0, 20 - 10))  # 20 s in all: the admin timeout is 10 s
+        finally:
+            os.kill(source, signal.SIGCONT)
+        wait_for(
+            "the new topic, copied by the same run",
+            replicated(primary, backup, second, 2),
+            240,
+            state=lambda: (running.error, running.reporter.problems[-3:]),
+        )
+        assert running.error is None, running.error
+        assert running.thread.is_alive()
+    assert running.error is None, running.error
+    assert_converged(pair, first)

@@ -12,11 +12,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV, partition_range_request
 from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
 from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.mm2.progress import progress_topic
 from mm2_assets.mm2.wire import OffsetSync
 from mm2_assets.mm2.writer_lease import writer_transactional_id
 from mm2_assets.spark.job import run_copy_tasks
@@ -159,6 +161,32 @@ def downstream_record_at(bootstrap: str, topic: str, offset: int, partition: int
         return Rec.from_message(msg)
     finally:
         consumer.close()
+
+
+def test_internal_topics_roll_so_compaction_bounds_them_and_old_ones_are_named(
+    primary, backup, write_mm2_config
+) -> None:
+    """Internal topics we create roll every 10 minutes, so compaction bounds them; one an older
+    version made (rolled weekly, the broker default) gets a warning with the fixing command."""
+    topic = unique("bounded")
+    create_filled_topic(primary, topic, tricky_records(1, 5, seed=8, ts0=recent_ms(600)))
+    old, new = (unique("old").replace("-", ""), unique("new").replace("-", ""))
+    create_topic(backup, progress_topic(old), partitions=4, config={"cleanup.policy": "compact"})
+    for alias in (old, new):
+        flow = load_mm2_config(write_mm2_config(aliases=(alias, "backup"))).flows[0]
+        plan = plan_replication(flow, [topic])
+        if alias == old:
+            (warning,) = plan.warnings
+            assert f"'{progress_topic(old)}' on 'backup'" in warning
+            assert f"--bootstrap-server {backup}" in warning
+            assert f"--entity-name {progress_topic(old)} --add-config segment.ms=600000" in warning
+        else:
+            assert plan.warnings == []
+    admin = AdminClient({"bootstrap.servers": backup})
+    resource = ConfigResource(ResourceType.TOPIC, progress_topic(new))
+    described = admin.describe_configs([resource])[resource].result(30)
+    assert described["segment.ms"].value == "600000"
+    assert described["cleanup.policy"].value == "compact"
 
 
 def test_zombie_transaction_is_fenced_and_never_visible(
@@ -344,7 +372,6 @@ def test_materialize_through_the_dagster_cli(primary, backup, write_mm2_config, 
 CRASHING_COPY = """
 import sys
 from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
-from mm2_assets.mm2.writer_lease import writer_transactional_id
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.kafka.copy_task import run_copy_task
 

@@ -124,7 +124,7 @@ def replicated_topics_asset(
         plan = plan_replication(flow, topics)
         for topic, reason in plan.skipped.items():
             context.log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
-        for warning in recreation_warnings(flow.name, plan.states):
+        for warning in [*recreation_warnings(flow.name, plan.states), *plan.warnings]:
             context.log.warning(warning)
         for line in adoption_lines(flow.name, plan.states):
             context.log.info(line)

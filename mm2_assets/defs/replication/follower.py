@@ -89,7 +89,7 @@ class DagsterFollowerReporter(FollowerReporter):
                 self.context.instance.add_dynamic_partitions(name, missing)
         for topic, reason in plan.skipped.items():
             self.context.log.warning(f"{self.flow.name}: not replicating '{topic}': {reason}")
-        for warning in recreation_warnings(self.flow.name, plan.states):
+        for warning in [*recreation_warnings(self.flow.name, plan.states), *plan.warnings]:
             self.context.log.warning(warning)
         for line in adoption_lines(self.flow.name, plan.states):
             self.context.log.info(line)

@@ -1,0 +1,77 @@
+"""A follower's interval work (heartbeats, checkpoints, KIP-545 sync, config sync), each piece
+on a thread of its own, beside the loop that watches the copy job.
+
+Each piece runs on its own MM2 interval, as MM2 runs each in a connector of its own: a slow
+one (a checkpoint pass over a large offset-syncs topic) delays only its own next run, never the
+heartbeats, the copy job's watch or the follower's reports. What the work has to report is
+handed to the follower's thread through `drain`, so the host's reporter (Dagster's run
+context) is only called from one thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+Report = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Work:
+    """One piece of interval work: `run` every `period` seconds, when `enabled`. `run`
+    returns what to report (called on the follower's thread), or None."""
+
+    name: str
+    enabled: bool
+    period: float
+    run: Callable[[], Report | None]
+
+
+class IntervalWork:
+    """Runs each of `works` on a daemon thread of its own until `stop` (see the module
+    docstring): a slow checkpoint pass does not hold the heartbeats back either."""
+
+    def __init__(self, works: Sequence[Work], on_problem: Callable[[str, Exception], None]) -> None:
+        self.works = [w for w in works if w.enabled]
+        self._on_problem = on_problem
+        self._reports: deque[Report] = deque()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(w,), name=f"mm2 {w.name}", daemon=True)
+            for w in self.works
+        ]
+
+    def start(self) -> None:
+        """Start the threads (every piece is due at once)."""
+        for thread in self._threads:
+            thread.start()
+
+    def _loop(self, work: Work) -> None:
+        while not self._stop.is_set():
+            next_run = time.monotonic() + work.period
+            try:
+                report = work.run()
+            except Exception as exc:  # interval work must not stop replication
+                self._reports.append(lambda e=exc: self._on_problem(work.name, e))
+            else:
+                if report is not None:
+                    self._reports.append(report)
+            self._stop.wait(max(0.0, next_run - time.monotonic()))
+
+    def drain(self) -> None:
+        """Deliver what the work reported since the last call (on the caller's thread)."""
+        while self._reports:
+            self._reports.popleft()()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the pieces of work under way (waiting at most `timeout` seconds in all),
+        then deliver what is left to report."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        self.drain()
