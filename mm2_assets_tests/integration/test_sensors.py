@@ -759,7 +759,7 @@ def test_webhook_sink_failures_raise_without_the_secret(webhook) -> None:
     with pytest.raises(Exception) as info:
         sink.send(Alert(flow="a->b", kind="run_failed", message="m"))
     assert "s3cret" not in str(info.value)
-    assert redact_url(webhook.url).endswith("/hooks/mm2")
+    assert redact_url(webhook.url).endswith("/hooks/...")
     WebhookAlertSink(webhook.url).send(Alert(flow="a->b", kind="topics_changed", message="m"))
     assert webhook.received[0]["message"] == "m"
 

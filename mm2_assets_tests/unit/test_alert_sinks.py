@@ -13,9 +13,10 @@ from mm2_assets.defs.alerts.sinks import (
     LogAlertSink,
     WebhookAlertSink,
     load_alert_sink,
+    redact_url,
     send_alerts,
 )
-from mm2_assets.mm2.alerting import Alert, AlertSink
+from mm2_assets.mm2.alerting import Alert, AlertDeliveryError, AlertSink
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 
@@ -153,3 +154,50 @@ def test_a_hanging_sink_is_abandoned_after_the_plugin_timeout(
         "HangingSink.send did not return within 0.5 s (abandoned)"
     ]
     assert sum('"message":"m' in r.getMessage() for r in caplog.records) == 3
+
+
+SLACK_TOKEN = "xQ7s3cr3tT0kenSlack"
+PAGERDUTY_KEY = "R0ut1ngK3yPagerDuty"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            f"https://hooks.slack.com/services/T0AB12/B0CD34/{SLACK_TOKEN}",
+            "https://hooks.slack.com/services/...",
+        ),
+        (
+            f"https://events.pagerduty.com/integration/{PAGERDUTY_KEY}/enqueue",
+            "https://events.pagerduty.com/integration/...",
+        ),
+        (
+            "https://user:pw@alerts.example.com:8443/hook?key=k#f",
+            "https://alerts.example.com:8443/hook/...",
+        ),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+    ],
+)
+def test_urls_are_shown_with_their_path_reduced(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://127.0.0.1:9/services/T0AB12/B0CD34/{SLACK_TOKEN}",
+        f"http://127.0.0.1:9/integration/{PAGERDUTY_KEY}/enqueue",
+    ],
+)
+def test_a_failed_delivery_names_no_token_in_its_error_or_the_logs(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Slack- and PagerDuty-shaped webhooks keep their secret in the path: a delivery that
+    fails (nothing listens on port 9) says where it went without it."""
+    sink = WebhookAlertSink(url, timeout=2)
+    with caplog.at_level(logging.DEBUG), pytest.raises(AlertDeliveryError) as failed:
+        sink.send(Alert(flow="a->b", kind="run_failed", message="m"))
+    text = f"{failed.value}\n{caplog.text}"
+    assert "http://127.0.0.1:9/" in str(failed.value)
+    for secret in (SLACK_TOKEN, PAGERDUTY_KEY, "B0CD34"):
+        assert secret not in text

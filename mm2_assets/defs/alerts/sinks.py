@@ -63,11 +63,20 @@ class LogAlertSink(AlertSink):
 
 
 def redact_url(url: str) -> str:
-    """`scheme://host[:port]/path` of `url`: credentials, query and fragment removed."""
+    """`scheme://host[:port]/<first path segment>` of `url`, `/...` marking what was cut:
+    credentials, the rest of the path, query and fragment removed. Incoming webhooks carry
+    their token in the path (Slack: `/services/T.../B.../<token>`, PagerDuty-style
+    integrations: `/integration/<key>/enqueue`), so only its first segment may be shown."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is no number: shown as nothing rather than raised
+        port = ""
+    segments = [s for s in parts.path.split("/") if s]
+    path = f"/{segments[0]}" if segments else ""
+    cut = len(segments) > 1 or parts.query or parts.fragment or parts.username or parts.password
+    return f"{parts.scheme}://{host}{port}{path}{'/...' if cut else ''}"
 
 
 class WebhookAlertSink(AlertSink):
