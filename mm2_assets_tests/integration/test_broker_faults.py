@@ -96,6 +96,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         clusters.close()
 
 
+FOLLOW = (
+    "refresh.topics.interval.seconds = 1\nmm2assets.replication.mode = follow\n"
+    "mm2assets.follower.report.interval.seconds = 1\n"
+)
+"""Follow mode, refreshing topics and reporting every second."""
+
+
 def write_config(pair: Pair, tmp_path: Path, prefix: str, extra: str = "") -> Path:
     """A flow `primary->backup` of `prefix`-* topics and groups; short admin timeouts, so a
     pass against a dead broker fails within seconds."""
@@ -303,14 +310,7 @@ def test_follower_resumes_following_after_a_target_broker_restart(
     topic = f"{prefix}-t"
     primary, backup = pair.bootstrap("primary"), pair.bootstrap("backup")
     create_filled_topic(primary, topic, tricky_records(PARTITIONS, 50, 51, recent_ms(900)))
-    config = write_config(
-        pair,
-        tmp_path,
-        prefix,
-        "refresh.topics.interval.seconds = 1\nmm2assets.replication.mode = follow\n"
-        "mm2assets.follower.report.interval.seconds = 1\n",
-    )
-    flow = load_mm2_config(config).flows[0]
+    flow = load_mm2_config(write_config(pair, tmp_path, prefix, FOLLOW)).flows[0]
     caught_up = replicated(primary, backup, topic, PARTITIONS)
     with RunningFollower(flow, spark_resource) as running:
         wait_for(
@@ -347,14 +347,7 @@ def test_follower_lives_through_a_source_unreachable_for_20_s_during_a_replan(
     first, second = f"{prefix}-a", f"{prefix}-b"
     primary, backup = pair.bootstrap("primary"), pair.bootstrap("backup")
     create_filled_topic(primary, first, tricky_records(PARTITIONS, 30, 61, recent_ms(900)))
-    config = write_config(
-        pair,
-        tmp_path,
-        prefix,
-        "refresh.topics.interval.seconds = 1\nmm2assets.replication.mode = follow\n"
-        "mm2assets.follower.report.interval.seconds = 1\n",
-    )
-    flow = load_mm2_config(config).flows[0]
+    flow = load_mm2_config(write_config(pair, tmp_path, prefix, FOLLOW)).flows[0]
     with RunningFollower(flow, spark_resource) as running:
         wait_for("the first topic", replicated(primary, backup, first, PARTITIONS), 240)
         create_filled_topic(primary, second, tricky_records(2, 30, 62, recent_ms(900)))
