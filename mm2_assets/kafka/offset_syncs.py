@@ -3,19 +3,28 @@
 The copy tasks write MM2-format offset syncs to partition 0 of the flow's offset-syncs topic
 (`offset-syncs.topic.location`: on the source by default, named after the target; on the
 target, named after the source). Translation is only safe once the whole topic has been read
-(MM2 refuses to translate before its first read to the end), so the store is always built
-from a full, read_committed read of partition 0.
+(MM2 refuses to translate before its first read to the end), so a store is built from a full,
+read_committed read of partition 0, and a long-lived one (`OffsetSyncTail`) then reads on
+from where it stopped.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
+from mm2_assets.kafka.topic_reader import (
+    READ_TIMEOUT_S,
+    committed_consumer,
+    read_decoded,
+    read_partition_from,
+)
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
-from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.mm2.wire import OffsetSync, WireFormatError
+
+log = logging.getLogger(__name__)
 
 OFFSET_SYNCS_PARTITION = 0
 """MM2 writes every offset sync of a flow to partition 0 (MirrorSourceTask/OffsetSyncWriter)."""
@@ -51,6 +60,59 @@ def read_offset_syncs(
     )
 
 
+def _syncs_consumer_config(flow: FlowConfig) -> tuple[str, dict[str, str]]:
+    """(offset-syncs topic, consumer config for the cluster it lives on)."""
+    topic, on_target = offset_syncs_location(flow)
+    # MM2 reads the syncs with the flow's client settings for that side (offsetSyncs-
+    # TopicConsumerConfig), so per-flow overrides such as `source.consumer.*` apply here too.
+    return topic, client_config(flow, "target" if on_target else "source", "consumer")
+
+
+class OffsetSyncTail:
+    """A flow's OffsetSyncStore for a long-lived host (the follower): the first `refresh`
+    reads the whole offset-syncs topic, later ones only what was written since, as MM2's
+    checkpoint task loads its store once and then tails the topic. A checkpoint pass then
+    costs what was synced since the last one, not the topic's whole history; memory stays
+    bounded per partition (the store keeps recent syncs only)."""
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        *,
+        recent_syncs_per_partition: int = DEFAULT_RECENT_SYNCS_PER_PARTITION,
+    ) -> None:
+        self.topic, config = _syncs_consumer_config(flow)
+        self.store = OffsetSyncStore(recent_syncs_per_partition=recent_syncs_per_partition)
+        self.records_read = 0
+        """Records read over the tail's life (what its refreshes cost)."""
+        self._consumer = committed_consumer(config, group_id="mm2-assets-offset-sync-tail")
+        self._next = 0
+
+    def refresh(self, timeout: float = READ_TIMEOUT_S) -> OffsetSyncStore:
+        """Add the syncs written since the last refresh (up to the topic's end now) and
+        return the store, read to the end as translation requires."""
+        skipped = 0
+        for msg in read_partition_from(
+            self._consumer, self.topic, OFFSET_SYNCS_PARTITION, self._next, timeout=timeout
+        ):
+            self._next = msg.offset() + 1
+            self.records_read += 1
+            value = msg.value()
+            if value is None:
+                continue
+            try:
+                self.store.add(OffsetSync.from_record(msg.key(), value))
+            except WireFormatError:
+                skipped += 1
+        if skipped:
+            log.warning("skipped %d records of %s that are not offset syncs", skipped, self.topic)
+        return self.store
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._consumer.close()
+
+
 def load_offset_sync_store(
     flow: FlowConfig,
     *,
@@ -58,11 +120,7 @@ def load_offset_sync_store(
     timeout: float = READ_TIMEOUT_S,
 ) -> OffsetSyncStore:
     """An OffsetSyncStore holding every offset sync the flow has written so far."""
-    topic, on_target = offset_syncs_location(flow)
-    side = "target" if on_target else "source"
-    # MM2 reads the syncs with the flow's client settings for that side (offsetSyncsTopic-
-    # ConsumerConfig), so per-flow overrides such as `source.consumer.*` apply here too.
-    consumer_config = client_config(flow, side, "consumer")
+    topic, consumer_config = _syncs_consumer_config(flow)
     return OffsetSyncStore(
         read_offset_syncs(consumer_config, topic, timeout=timeout),
         recent_syncs_per_partition=recent_syncs_per_partition,

@@ -38,9 +38,11 @@ from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topi
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
+from mm2_assets.kafka.offset_syncs import OffsetSyncTail
 from mm2_assets.kafka.progress_store import ProgressTracker
 from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
 from mm2_assets.kafka.writer_lease import WriterLease
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
@@ -151,6 +153,7 @@ class Follower:
         self._heartbeat_topics: dict[str, TopicInfo] | None = None
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
+        self._syncs: OffsetSyncTail | None = None
 
     def _admin(self, side: Side) -> AdminClient:
         """One admin client per cluster for the follower's life (it asks every few seconds),
@@ -239,6 +242,8 @@ class Follower:
                     self.lease.release()
                 if tracker is not None:
                     tracker.close()
+                if self._syncs is not None:
+                    self._syncs.close()
                 if self._heartbeat_producer is not None:
                     self._heartbeat_producer.flush(5)
                     self._heartbeat_producer = None
@@ -411,7 +416,11 @@ class Follower:
         return count
 
     def _checkpoints(self) -> Report:
-        return partial(self.reporter.checkpoints, emit_checkpoints(self.flow))
+        # Loaded once, then tailed: a pass reads only the syncs written since the last one.
+        if self._syncs is None:
+            self._syncs = OffsetSyncTail(self.flow)
+        store = self._syncs.refresh(timeout=max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000))
+        return partial(self.reporter.checkpoints, emit_checkpoints(self.flow, store=store))
 
     def _group_offsets(self) -> Report:
         return partial(self.reporter.group_offsets, sync_group_offsets(self.flow))

@@ -5,13 +5,19 @@ from __future__ import annotations
 import logging
 
 import pytest
+from confluent_kafka import Producer
 
 from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.offset_syncs import (
+    OffsetSyncTail,
+    load_offset_sync_store,
+    offset_syncs_location,
+)
 from mm2_assets.kafka.progress_store import read_flow_progress
 from mm2_assets.kafka.topic_reader import read_decoded
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import progress_topic
-from mm2_assets.mm2.wire import Heartbeat
+from mm2_assets.mm2.wire import Heartbeat, OffsetSync
 from mm2_assets_tests.kafka_helpers import Rec, create_filled_topic, create_topic, recent_ms, unique
 
 pytestmark = pytest.mark.integration
@@ -74,3 +80,38 @@ def test_ensure_topic_after_a_creation_race_grows_the_topic_someone_else_made(
 
     assert changed
     assert list_topics(admin, cluster="backup", topic=topic)[topic].partitions == 3
+
+
+def test_the_follower_s_offset_sync_store_reads_only_what_was_written_since(
+    primary, write_mm2_config
+) -> None:
+    """A long-lived store (`OffsetSyncTail`) reads the offset-syncs topic once, then only the
+    new syncs: a checkpoint pass costs what was synced since the last, and the store answers
+    as one loaded from scratch."""
+    target = unique("tail").replace("-", "")  # a syncs topic of this test's own
+    flow = load_mm2_config(write_mm2_config(aliases=("primary", target))).flows[0]
+    topic, on_target = offset_syncs_location(flow)
+    assert not on_target
+    create_topic(primary, topic, config={"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": primary})
+
+    def write(syncs: list[OffsetSync]) -> None:
+        for sync in syncs:
+            producer.produce(topic, key=sync.record_key(), value=sync.record_value(), partition=0)
+        assert producer.flush(30) == 0
+
+    write([OffsetSync("orders", p, 10 * i, 5 * i) for i in range(1, 101) for p in (0, 1)])
+    tail = OffsetSyncTail(flow)
+    try:
+        tail.refresh()
+        assert tail.records_read == 200
+        assert tail.refresh() is tail.store and tail.records_read == 200  # nothing new
+        write([OffsetSync("orders", 0, 10 * i, 5 * i) for i in range(101, 131)])
+        store = tail.refresh()
+        assert tail.records_read == 230
+    finally:
+        tail.close()
+    fresh = load_offset_sync_store(flow)
+    for tp in [("orders", 0), ("orders", 1)]:
+        assert store.syncs(tp) == fresh.syncs(tp)
+    assert store.latest_sync(("orders", 0)) == OffsetSync("orders", 0, 1300, 650)
