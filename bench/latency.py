@@ -340,6 +340,7 @@ def ours_properties(source: str, target: str, topic: str, tick: int) -> str:
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
         "refresh.topics.interval.seconds = 5\n"
+        "mm2assets.replication.mode = batch\n"
         f"mm2assets.driver.interval.seconds = {tick}\n"
         "emit.checkpoints.interval.seconds = 600\nemit.heartbeats.interval.seconds = 600\n"
         "sync.topic.configs.interval.seconds = 600\n"

@@ -141,6 +141,8 @@ def properties(clusters: dict[str, LocalCluster], flows: dict[str, str]) -> str:
     lines += [
         # Heartbeats of the pairs that do not replicate are not what this measures.
         "emit.heartbeats.enabled = false",
+        # Measures the driver's pass requests.
+        "mm2assets.replication.mode = batch",
         "replication.factor = 1",
         "offset-syncs.topic.replication.factor = 1",
         "checkpoints.topic.replication.factor = 1",

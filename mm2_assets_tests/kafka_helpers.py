@@ -51,7 +51,8 @@ def mm2_properties(
     aliases: tuple[str, str] = ("primary", "backup"),
 ) -> str:
     """An mm2.properties text: one enabled flow `aliases[0]->aliases[1]` between the bootstrap
-    servers `primary` and `backup`, replication factors 1 (one-broker clusters), plus `extra`."""
+    servers `primary` and `backup`, replication factors 1 (one-broker clusters), batch mode
+    (tests that follow say so in `extra`, which wins), plus `extra`."""
     source, target = aliases
     return (
         f"clusters = {source}, {target}\n"
@@ -62,6 +63,8 @@ def mm2_properties(
         "offset-syncs.topic.replication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\n"
         "heartbeats.topic.replication.factor = 1\n"
+        # Most tests look at passes and the driver's runs; followers are asked for by name.
+        "mm2assets.replication.mode = batch\n"
     ) + extra
 
 

@@ -327,10 +327,12 @@ class FlowSettings:
     mm2assets_replication_mode: ReplicationMode = flow_setting(
         "mm2assets.replication.mode",
         one_of(ReplicationMode),
-        "batch",
-        "`follow`: one long-lived follower run per flow copies records as they arrive and does "
-        "the interval work (heartbeats, checkpoints, offset and config syncs) in-process; "
-        "`batch`: the driver starts a run per pass.",
+        "follow",
+        "`follow` (the default, as MM2 runs): one long-lived follower run per flow copies "
+        "records as they arrive and does the interval work (heartbeats, checkpoints, offset and "
+        "config syncs) in-process; `batch`: the driver starts a run per pass (set it, for all "
+        "flows or as `<source>-><target>.mm2assets.replication.mode`, to keep runs per pass). "
+        "`mm2-assets replicate` runs one pass in either mode, for backfills.",
     )
     mm2assets_follower_commit_interval_ms: int = flow_setting(
         "mm2assets.follower.commit.interval.ms",

@@ -120,6 +120,7 @@ def module_config(directory: Path, primary: str, backup: str, topic: str) -> Pat
         f"pb.bootstrap.servers = {primary}\n"
         f"backup.bootstrap.servers = {backup}\n"
         "primary->backup.enabled = true\n"
+        "primary->backup.mm2assets.replication.mode = batch\n"
         f"primary->backup.topics = {topic}\n"
         "pa->backup.enabled = true\n"
         "pb->backup.enabled = true\n"
