@@ -165,6 +165,9 @@ class CopyResult:
     records: int = 0
     bytes: int = 0
     offset_syncs: int = 0
+    # Offset syncs bound for the source that the broker did not take: translation falls back
+    # to an earlier sync (never past a record), but an operator must hear of it.
+    offset_syncs_failed: int = 0
     transactions: int = 0
     # Wall-clock (epoch seconds) bounds of the task's copy, so the driver can tell the copy
     # window from Spark's start-up across tasks that ran in other processes.
@@ -440,10 +443,30 @@ class _Copier:
             self.sync_producer = Producer({**spec.source_producer, **PRODUCER_GUARANTEES})
 
     def close(self) -> None:
-        """Release the clients; offset syncs bound for the source are flushed first."""
+        """Release the clients; offset syncs bound for the source are flushed first (one
+        not acknowledged by then counts as failed)."""
         self.consumer.close()
         if self.sync_producer is not None:
-            self.sync_producer.flush(60)
+            unsent = self.sync_producer.flush(60)
+            if unsent:
+                self._sync_failed(self.lanes[0].result, KafkaError(KafkaError._MSG_TIMED_OUT))
+                self.lanes[0].result.offset_syncs_failed += unsent - 1
+
+    def _sync_failed(self, result: CopyResult, err: KafkaError | None, _msg: object = None) -> None:
+        """A delivery report of an offset sync bound for the source: count and log failures."""
+        if err is None:
+            return
+        result.offset_syncs_failed += 1
+        if result.offset_syncs_failed == 1:
+            log.warning(
+                "%s: writing offset syncs of %s-%d to '%s' failed (%s); checkpoints translate "
+                "from earlier syncs until one lands",
+                self.spec.flow,
+                result.source_topic,
+                result.partition,
+                self.spec.offset_syncs_topic,
+                err,
+            )
 
     def _track(self, batch: _Batch, upstream: int, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -755,14 +778,20 @@ class _Copier:
                 ) from exc
         lane.batch.upstream.append(upstream)
 
-    def _produce_syncs(self, producer: Producer, syncs: list[OffsetSync]) -> None:
-        """Queue offset-sync records on `producer` (the offset-syncs topic has one partition)."""
+    def _produce_syncs(
+        self, producer: Producer, syncs: list[OffsetSync], result: CopyResult | None = None
+    ) -> None:
+        """Queue offset-sync records on `producer` (the offset-syncs topic has one partition);
+        with `result`, failed deliveries are counted there (producers outside the
+        transaction)."""
+        callback = partial(self._sync_failed, result) if result is not None else None
         for sync in syncs:
             producer.produce(
                 self.spec.offset_syncs_topic,
                 key=sync.record_key(),
                 value=sync.record_value(),
                 partition=0,
+                on_delivery=callback,
             )
 
     def _syncs(
@@ -848,7 +877,7 @@ class _Copier:
             if self.sync_producer is not None:
                 # Offset syncs on the source cannot join the target transaction; written
                 # after the commit they only ever describe durable records.
-                self._produce_syncs(self.sync_producer, syncs)
+                self._produce_syncs(self.sync_producer, syncs, lane.result)
             result = lane.result
             result.offset_syncs += len(syncs)
             if progress is not None:

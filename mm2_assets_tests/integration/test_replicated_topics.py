@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV, partition_range_request
+from mm2_assets.kafka.offset_syncs import offset_syncs_location
 from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import progress_topic
@@ -187,6 +188,29 @@ def test_internal_topics_roll_so_compaction_bounds_them_and_old_ones_are_named(
     described = admin.describe_configs([resource])[resource].result(30)
     assert described["segment.ms"].value == "600000"
     assert described["cleanup.policy"].value == "compact"
+
+
+def test_offset_syncs_the_source_refuses_are_counted_and_the_records_still_copied(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    """Offset syncs bound for the source are written after the commit, outside it: when the
+    broker refuses them (here: the topic's max.message.bytes is too small) the run says how
+    many failed instead of dropping them silently, and every record is copied."""
+    target = unique("syncfail").replace("-", "")  # an offset-syncs topic of this test's own
+    defs, flow = flow_defs(write_mm2_config(aliases=("primary", target)))
+    syncs_topic, on_target = offset_syncs_location(flow)
+    assert not on_target
+    create_topic(
+        primary, syncs_topic, config={"cleanup.policy": "compact", "max.message.bytes": "16"}
+    )
+    topic = unique("syncfail")
+    create_filled_topic(primary, topic, tricky_records(1, 20, seed=9, ts0=recent_ms(600)))
+
+    event = materialize_topics(defs, flow.key, [topic], spark_resource)
+
+    assert event.metadata["records_copied"].value == 20
+    assert event.metadata["offset_syncs_failed"].value == event.metadata["offset_syncs"].value > 0
+    assert consume_all(backup, f"primary.{topic}", [0]) == consume_all(primary, topic, [0])
 
 
 def test_zombie_transaction_is_fenced_and_never_visible(

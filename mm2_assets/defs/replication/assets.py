@@ -213,6 +213,7 @@ def replicated_topics_asset(
                 "megabytes_per_second": round(copied_bytes / seconds / 1e6, 3) if seconds else 0.0,
                 "transactions": sum(r.transactions for r in results),
                 "offset_syncs": sum(r.offset_syncs for r in results),
+                "offset_syncs_failed": sum(r.offset_syncs_failed for r in results),
                 "adopted_mm2_partitions": sum(s.adopted for s in plan.states),
                 "skipped_topics": dg.MetadataValue.json(plan.skipped),
                 "created_topics": dg.MetadataValue.json(plan.created),
