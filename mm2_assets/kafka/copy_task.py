@@ -33,6 +33,7 @@ from mm2_assets.kafka.progress_store import read_progress
 from mm2_assets.kafka.topic_reader import TopicReadError
 from mm2_assets.kafka.transactions import PRODUCER_GUARANTEES, init_transactional_producer
 from mm2_assets.kafka.writer_lease import LeaseToken, WriterLeaseLost, check_lease
+from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
 
@@ -343,12 +344,52 @@ def _check_lease(spec: CopyTaskSpec) -> None:
         raise CopyError(f"{spec.describe()}: {exc}") from exc
 
 
+FOLLOWER_ATTEMPTS = 5
+"""A following task that fails this many times in a row without committing anything in
+between gives up: its job, then its run, fails and is restarted (and alerted on) by its host."""
+
+
 def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) -> list[CopyResult]:
     """Copy the spec's partitions from their committed progress; one result per partition.
 
     A pass returns once every partition reached its end offset. A follower returns only when
-    `stop()` says so (after committing its open transaction), or raises CopyError.
+    `stop()` says so (after committing its open transaction), or raises CopyError. A follower
+    that fails (the target stalled past its transaction timeout, a broker restarting) starts
+    over by itself, from the committed progress with a new producer, after a back-off: only
+    its partitions pause, not the flow. Repeated failures, or a writer lease taken over, raise.
     """
+    if not spec.follows:
+        return _copy_from_progress(spec, stop)
+    failures = 0
+    while True:
+        commits = [0]  # transactions the attempt committed
+        try:
+            return _copy_from_progress(spec, stop, commits)
+        except (CopyError, KafkaException, TopicReadError) as exc:
+            if isinstance(exc.__cause__, WriterLeaseLost):
+                raise
+            failures = 1 if commits[0] else failures + 1
+            if failures >= FOLLOWER_ATTEMPTS:
+                raise
+            delay = restart_delay(failures, 1.0, 30.0, spec.transactional_id)
+            log.warning(
+                "%s: copying failed (%s); starting over from the committed progress in %.1f s "
+                "(attempt %d of %d)",
+                spec.describe(),
+                exc,
+                delay,
+                failures + 1,
+                FOLLOWER_ATTEMPTS,
+            )
+            if stop is not None and stop():
+                raise
+            time.sleep(delay)
+
+
+def _copy_from_progress(
+    spec: CopyTaskSpec, stop: Callable[[], bool] | None, commits: list[int] | None = None
+) -> list[CopyResult]:
+    """One attempt of `run_copy_task`; `commits[0]` counts its committed transactions."""
     started_at = time.time()
     producer = start_transactional_producer(spec)
     progress = committed_progress(spec)
@@ -396,7 +437,7 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
         )
         lanes.append(lane)
     if not all(lane.done for lane in lanes):
-        copier = _Copier(spec, producer, lanes)
+        copier = _Copier(spec, producer, lanes, commits)
         try:
             copier.run(stop)
         finally:
@@ -410,8 +451,15 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
 class _Copier:
     """The consume → produce loop of a task's partitions, one transaction per batch."""
 
-    def __init__(self, spec: CopyTaskSpec, producer: Producer, lanes: list[_Lane]) -> None:
+    def __init__(
+        self,
+        spec: CopyTaskSpec,
+        producer: Producer,
+        lanes: list[_Lane],
+        commits: list[int] | None = None,
+    ) -> None:
         self.spec = spec
+        self.commits = commits if commits is not None else [0]
         self.producer = producer
         self.lanes = lanes
         self.by_partition = {
@@ -873,6 +921,7 @@ class _Copier:
             producer.commit_transaction(120)
         except KafkaException as exc:
             raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
+        self.commits[0] += 1
         for lane, syncs, progress in committed:
             if self.sync_producer is not None:
                 # Offset syncs on the source cannot join the target transaction; written

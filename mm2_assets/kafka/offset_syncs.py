@@ -19,6 +19,7 @@ from mm2_assets.kafka.topic_reader import (
     committed_consumer,
     read_decoded,
     read_partition_from,
+    watermarks,
 )
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
@@ -82,6 +83,7 @@ class OffsetSyncTail:
         recent_syncs_per_partition: int = DEFAULT_RECENT_SYNCS_PER_PARTITION,
     ) -> None:
         self.topic, config = _syncs_consumer_config(flow)
+        self._recent = recent_syncs_per_partition
         self.store = OffsetSyncStore(recent_syncs_per_partition=recent_syncs_per_partition)
         self.records_read = 0
         """Records read over the tail's life (what its refreshes cost)."""
@@ -91,6 +93,15 @@ class OffsetSyncTail:
     def refresh(self, timeout: float = READ_TIMEOUT_S) -> OffsetSyncStore:
         """Add the syncs written since the last refresh (up to the topic's end now) and
         return the store, read to the end as translation requires."""
+        metadata = self._consumer.list_topics(self.topic, timeout=timeout)
+        info = metadata.topics.get(self.topic)
+        if info is None or info.error is not None:
+            return self.store  # not created yet: no sync written, as a full read finds
+        _, end = watermarks(self._consumer, self.topic, OFFSET_SYNCS_PARTITION, timeout=timeout)
+        if end < self._next:
+            # The topic was deleted and recreated: its syncs so far are the new topic's.
+            self.store = OffsetSyncStore(recent_syncs_per_partition=self._recent)
+            self._next = 0
         skipped = 0
         for msg in read_partition_from(
             self._consumer, self.topic, OFFSET_SYNCS_PARTITION, self._next, timeout=timeout

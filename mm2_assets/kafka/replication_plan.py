@@ -253,9 +253,12 @@ def plan_replication(
             flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
         )
     )
-    plan.warnings = internal_topic_warnings(
-        flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
-    )
+    try:
+        plan.warnings = internal_topic_warnings(
+            flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
+        )
+    except Exception as exc:  # advice only: never what fails a plan
+        plan.warnings = [f"could not check the internal topics' compaction settings: {exc}"]
     config_filter = flow.config_property_filter()
     try:
         for topic, remote in plan.remote_topics.items():

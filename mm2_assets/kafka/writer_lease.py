@@ -363,15 +363,22 @@ class WriterLease:
         cannot record the generation raises WriterLeaseLost."""
         if not self.held:
             return
-        if not self._write(lambda r: r.next_generation(time.time())):
-            if self.lost.is_set():
-                return
+        # A write right after a target outage may need a new lease producer: a few tries.
+        for attempt in range(3):
+            if self._write(lambda r: r.next_generation(time.time())) or self.lost.is_set():
+                break
+            time.sleep(0.5 * (attempt + 1))
+        else:
             raise WriterLeaseLost(
                 f"flow {self.flow.name}: cannot record a new layout in the writer lease "
                 f"(topic '{self.topic}' on '{self.flow.target.alias}'): not copying"
             )
+        if self.lost.is_set():
+            return
         assert self.record is not None
-        if not self._until_visible(self.record):
+        with self._lock:  # the renewer reads with the same consumer
+            visible = self._until_visible(self.record)
+        if not visible:
             raise WriterLeaseLost(
                 f"flow {self.flow.name}: the writer lease's new layout is not visible on "
                 f"'{self.flow.target.alias}': not copying"

@@ -24,6 +24,7 @@ reporters.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,10 @@ from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
 from mm2_assets.spark.job import writer_slots
+
+LAYOUT_ATTEMPTS = 5
+"""With nothing copying (the old layout stopped, the new one failed to start), the follower
+fails after this many attempts in a row, so its host restarts it and alerts."""
 
 
 class FollowerError(RuntimeError):
@@ -154,6 +159,9 @@ class Follower:
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
         self._syncs: OffsetSyncTail | None = None
+        self._interval: IntervalWork | None = None
+        # Topics the running layout's plan had to skip (planned again at each refresh).
+        self._skipped: set[str] = set()
 
     def _admin(self, side: Side) -> AdminClient:
         """One admin client per cluster for the follower's life (it asks every few seconds),
@@ -177,11 +185,21 @@ class Follower:
         """The first layout: every slot was fenced when the lease was taken."""
         self._run_plan(spark, plan_replication(self.flow, sorted(layout), follow=True), layout)
 
-    def _relayout(self, spark: Any, layout: dict[str, tuple[int, str | None]]) -> None:
+    def _relayout(
+        self,
+        spark: Any,
+        layout: dict[str, tuple[int, str | None]],
+        *,
+        only_if_fewer_skipped: bool = False,
+    ) -> None:
         """Replace the running layout by one for `layout`. Planning comes first, while the old
-        layout keeps copying: a plan that fails (a cluster unreachable) changes nothing."""
+        layout keeps copying: a plan that fails (a cluster unreachable) changes nothing. With
+        `only_if_fewer_skipped` (same topics, some skipped before), the new layout starts only
+        if the plan now takes more of them."""
         assert self.lease is not None
         plan = plan_replication(self.flow, sorted(layout), follow=True)
+        if only_if_fewer_skipped and not set(plan.skipped) < self._skipped:
+            return
         # No layout until the next one runs: a failure below is retried from scratch.
         self._layout = {}
         self._stop_job(fence=False)
@@ -198,14 +216,17 @@ class Follower:
         job = FollowerJob(spark, plan.tasks, self.lease)
         job.start()
         self.plan, self.job = plan, job
-        # Topics planning skipped stay out of the layout, so the next refresh plans them again.
-        self._layout = {t: v for t, v in layout.items() if t not in plan.skipped}
+        self._layout, self._skipped = layout, set(plan.skipped)
         self.reporter.layout(plan, self.generation)
 
     def _stop_job(self, *, fence: bool = True) -> None:
         job, self.job = self.job, None
         if job is not None:
             job.stop(fence=fence)
+        elif fence and self.lease is not None and self.lease.held:
+            # A layout that failed to start may have left tasks of the old one half-stopped.
+            with contextlib.suppress(Exception):
+                self.lease.fence()
 
     def run(self, stop: threading.Event, on_loop: Callable[[], None] | None = None) -> None:
         """Follow until `stop` is set; raises FollowerError when the copy job fails.
@@ -234,15 +255,19 @@ class Follower:
             self._follow(spark, stop, tracker, on_loop)
         finally:
             try:
+                # The copy job first: it is what the host's grace period is for.
                 self._stop_job()
             finally:
                 # Given up even when stopping failed: a restarted follower must not wait
                 # for its own predecessor's lease.
+                ended = self._interval.stop() if self._interval is not None else True
                 if self.lease is not None:
                     self.lease.release()
                 if tracker is not None:
                     tracker.close()
-                if self._syncs is not None:
+                # Not under a checkpoint pass that is still reading (closing a consumer in
+                # use can crash librdkafka): the process ends it.
+                if self._syncs is not None and ended:
                     self._syncs.close()
                 if self._heartbeat_producer is not None:
                     self._heartbeat_producer.flush(5)
@@ -272,11 +297,13 @@ class Follower:
             ],
             self.reporter.problem,
         )  # fmt: skip
+        self._interval = interval_work
         interval_work.start()
         try:
             self._watch(spark, stop, tracker, on_loop, interval_work)
         finally:
-            interval_work.stop()
+            # Joined in `run`, after the copy job is stopped and fenced.
+            interval_work.request_stop()
 
     def _watch(
         self,
@@ -331,11 +358,18 @@ class Follower:
                     layout = self._replicated_layout()
                     if layout != self._layout or self.job is None:
                         self._relayout(spark, layout)
+                    elif self._skipped:
+                        self._relayout(spark, layout, only_if_fewer_skipped=True)
                     replan_failures = 0
                 except Exception as exc:
                     # The old layout (if any) keeps copying; try again soon, backing off. A
                     # lease taken over ends the run at the top of the loop.
                     replan_failures += 1
+                    if self.job is None and replan_failures >= LAYOUT_ATTEMPTS:
+                        raise FollowerError(
+                            f"flow {flow.name}: no layout could start after "
+                            f"{replan_failures} attempts: {exc}"
+                        ) from exc
                     self.reporter.problem("topic refresh", exc)
                     retry = restart_delay(replan_failures, 1.0, refresh_every, flow.name)
                     next_refresh = now + retry

@@ -62,16 +62,26 @@ class IntervalWork:
             self._stop.wait(max(0.0, next_run - time.monotonic()))
 
     def drain(self) -> None:
-        """Deliver what the work reported since the last call (on the caller's thread)."""
+        """Deliver what the work reported since the last call (on the caller's thread); a
+        report that fails is itself reported as a problem, never raised."""
         while self._reports:
-            self._reports.popleft()()
+            report = self._reports.popleft()
+            try:
+                report()
+            except Exception as exc:
+                self._on_problem("reporting", exc)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def request_stop(self) -> None:
+        """Let every piece stop after the run under way (returns at once)."""
+        self._stop.set()
+
+    def stop(self, timeout: float = 10.0) -> bool:
         """Stop after the pieces of work under way (waiting at most `timeout` seconds in all),
-        then deliver what is left to report."""
+        then deliver what is left to report. Whether every thread has ended."""
         self._stop.set()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(max(0.0, deadline - time.monotonic()))
         self.drain()
+        return not any(thread.is_alive() for thread in self._threads)
