@@ -144,14 +144,15 @@ def test_asset_graph_shows_every_asset_of_the_flow_with_its_lineage(ui: DemoUI) 
     ui.open(f"/locations/mm2_assets/asset-groups/{flow.key}")
     for name in names:
         ui.page.locator(f"foreignObject [data-tooltip='{name}']").first.wait_for()
-    ui.page.locator("svg path[marker-end]").first.wait_for()
+    # Attached, not "visible": a straight edge has an empty bounding box.
+    ui.page.locator("svg path[marker-end]").first.wait_for(state="attached")
     drawn = ui.page.evaluate(GRAPH_JS)
     boxes = {n["name"]: n for n in drawn["nodes"]}
     assert sorted(boxes) == names
     edges = {_edge(path, boxes) for path in drawn["edges"]}
     assert edges == {
         ("source_topics", "replicated_topics"),
-        ("replicated_topics", "topic_configs"),
+        ("source_topics", "topic_configs"),
         ("replicated_topics", "checkpoints"),
         ("checkpoints", "synced_group_offsets"),
     }
