@@ -364,11 +364,9 @@ def test_follower_lives_through_a_source_unreachable_for_20_s_during_a_replan(
             state=lambda: (running.error, running.reporter.problems[-3:]),
         )
         assert running.error is None, running.error
+        # Alive: whether its calls to the paused broker failed (reported, retried) or only
+        # waited it out depends on where the pause caught them.
         assert running.thread.is_alive()
-        # What failed meanwhile was reported (refreshes, reports), and retried.
-        assert any(
-            "topic refresh" in p or "progress report" in p for p in running.reporter.problems
-        ), running.reporter.problems
     assert running.error is None, running.error
     assert_converged(pair, first)
 
