@@ -49,7 +49,6 @@ from typing import Any
 import dagster as dg
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from dagster._serdes import serialize_value
 
 # This checkout's package (not whichever one the interpreter has installed), and the bench
 # helpers beside this file.
@@ -58,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mm2_process import interrupt_on_sigterm
 
 from mm2_assets.definitions import build_definitions
+from mm2_assets.defs.dagster_compat import PLANNED_EVENTS_ENV
 from mm2_assets.defs.resources import SparkResource
-from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV
 from mm2_assets.kafka.launcher import LocalCluster, log_tail, start_clusters, stop_cluster
 from mm2_assets.kafka.replication_plan import plan_replication
 from mm2_assets.kafka.runtime import KAFKA_VERSION
@@ -273,7 +272,7 @@ class Harness:
         records = self.instance.get_records_for_run(
             run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
         ).records
-        sizes = [len(serialize_value(r.event_log_entry)) for r in records]
+        sizes = [len(dg.serialize_value(r.event_log_entry)) for r in records]
         return {
             "materializations": len(sizes),
             "bytes_per_materialization": round(statistics.mean(sizes)) if sizes else 0,

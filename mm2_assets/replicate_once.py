@@ -17,10 +17,15 @@ from pathlib import Path
 import dagster as dg
 
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.replication.follower import follower_alive
+from mm2_assets.defs.dagster_compat import (
+    PLANNED_EVENTS_ENV,
+    free_pool_slots,
+    mark_run_failed,
+    pool_holders,
+)
+from mm2_assets.defs.replication.follower import FOLLOWER_GONE, follower_alive
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.defs.replication.sensors import current_topic_map
-from mm2_assets.defs.run_requests import PLANNED_EVENTS_ENV
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
@@ -81,11 +86,8 @@ def check_pool_free(flow: FlowConfig, instance: dg.DagsterInstance) -> None:
     wait for it, possibly for ever behind a follower). Slots of runs that ended, or of
     followers whose process is gone (marked failed here, as the driver does), are freed: the
     daemon's run monitoring would free them only once it runs."""
-    storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
-        return
     pool = replication_pool(flow)
-    for run_id in sorted(storage.get_concurrency_info(pool).active_run_ids):
+    for run_id in sorted(pool_holders(instance, pool)):
         run = instance.get_run_by_id(run_id)
         if run is not None and not run.is_finished:
             if follower_alive(run.tags) is not False:
@@ -94,8 +96,8 @@ def check_pool_free(flow: FlowConfig, instance: dg.DagsterInstance) -> None:
                     f"the flow's replication pool {pool}; a pass waits until it ends: stop it "
                     "(Dagster UI, or SIGTERM) or let it finish, then run `replicate` again"
                 )
-            instance.report_run_failed(run, "the follower's process is gone (killed?)")
-        storage.free_concurrency_slots_for_run(run_id)
+            mark_run_failed(instance, run, FOLLOWER_GONE)
+        free_pool_slots(instance, run_id)
 
 
 def replicate(config_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -46,7 +47,8 @@ def _restore_sigint() -> None:
 @dataclass
 class DagsterDev:
     """A running `dagster dev -w workspace.yaml` in a session of its own (so every process it
-    starts, runs and their Spark JVMs included, can be found and none outlives `stop`)."""
+    starts, runs and their Spark JVMs included, can be found and none outlives `stop`); with
+    `webserver_only`, the UI's server alone (`dagster-webserver`, no daemon)."""
 
     process: subprocess.Popen
     url: str
@@ -54,15 +56,27 @@ class DagsterDev:
     stopped: dict[int, str] | None = field(default=None)
 
     @classmethod
-    def start(cls, env: Mapping[str, str], log: Path, *, timeout: float = 180) -> DagsterDev:
+    def start(
+        cls,
+        env: Mapping[str, str],
+        log: Path,
+        *,
+        timeout: float = 180,
+        webserver_only: bool = False,
+    ) -> DagsterDev:
         """Start it with `env` on top of ours (MM2_CONFIG, DAGSTER_HOME) on a free loopback
         port; returns once the webserver answers and the code location has loaded."""
         port = free_port_pairs(1)[0][0]
         inherited = {k: v for k, v in os.environ.items() if k != "MM2_CONFIG"}
-        dagster = Path(sys.executable).parent / "dagster"
+        bin_dir = Path(sys.executable).parent
+        command = (
+            [str(bin_dir / "dagster-webserver")]
+            if webserver_only
+            else [str(bin_dir / "dagster"), "dev"]
+        )
         with log.open("w") as out:
             process = subprocess.Popen(
-                [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+                [*command, "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
                 cwd=ROOT,
                 env={**inherited, "PYTHONPATH": str(ROOT), **env},
                 stdout=out,
@@ -101,6 +115,18 @@ class DagsterDev:
                 pass
             time.sleep(0.5)  # polling a server coming up: nothing to wait on but the port
         raise TimeoutError(f"dagster dev not ready after {timeout}s: {self.log_tail()}")
+
+    def graphql(self, query: str, variables: Mapping[str, object] | None = None) -> dict:
+        """POST `query` to the webserver's GraphQL endpoint, as the UI does; its `data`
+        (AssertionError naming the errors when it answers with any)."""
+        body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            answer = json.loads(response.read())
+        assert not answer.get("errors"), answer["errors"]
+        return answer["data"]
 
     def processes(self) -> dict[int, str]:
         """Every live process `dagster dev` started (its session)."""

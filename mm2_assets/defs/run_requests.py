@@ -32,13 +32,6 @@ TOPICS_TAG = "mm2-assets/topics"
 range also spans keys that need no work: the assets then plan and materialize only these."""
 TOPICS_TAG_MAX_CHARS = 16_000
 """A longer list is not tagged: the run then works on its whole range (correct, slower)."""
-PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
-"""Dagster setting for the processes that create runs (daemon, webserver, `dagster asset
-materialize`): `true` records a partition-range run's plan as one event with the range
-instead of one event per partition key. A run over 80 topics spread across 2,000 otherwise
-stores 2,000 planned events, ~30 ms each on SQLite: 60 s of a 65 s run (bench/scale.py).
-Dagster's trade-off: partitions of a failed range run are not marked failed in the UI (the
-run and its failure alert still are)."""
 
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,

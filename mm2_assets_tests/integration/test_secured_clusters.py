@@ -23,7 +23,6 @@ import dagster as dg
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
-from dagster._core.instance.ref import InstanceRef
 
 from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.kafka.broker_security import BrokerSecurity
@@ -33,7 +32,8 @@ from mm2_assets.kafka.heartbeats import read_heartbeats
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
 from mm2_assets.kafka.reachability import ClusterAuthenticationError, verify_cluster_access
 from mm2_assets.mm2.config import CONFIG_ENV
-from mm2_assets_tests.cli_helpers import ROOT, run_cli
+from mm2_assets_tests.cli_helpers import run_cli
+from mm2_assets_tests.dagster_dev import DagsterDev
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
@@ -322,42 +322,31 @@ def assert_no_secret(text: str, where: str) -> None:
         assert secret not in text, f"a password appears in {where}"
 
 
-def graphql_answers(
-    instance: dg.DagsterInstance, replicated: Pass, monkeypatch: pytest.MonkeyPatch
-) -> list[str]:
-    """What the UI would show: runs, every run's event log, asset nodes and materializations,
-    served by Dagster's GraphQL schema over the project's code location for this config."""
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
-    from dagster_graphql.test.utils import execute_dagster_graphql
-
-    # The code server (a subprocess) loads the definitions from this config and environment.
-    monkeypatch.setenv(CONFIG_ENV, str(replicated.config_path))
-    monkeypatch.setenv(PASSWORD_ENV, PLAIN_PASSWORD)
-    target = ModuleTarget(
-        module_name="mm2_assets.definitions",
-        attribute=None,
-        working_directory=str(ROOT),
-        location_name="mm2_assets",
-    )
-    answers: list[str] = []
-    with WorkspaceProcessContext(instance, target) as process_context:
-        context = process_context.create_request_context()
-        runs = execute_dagster_graphql(context, GRAPHQL_RUNS)
-        run_ids = [r["runId"] for r in runs.data["runsOrError"]["results"]]
-        answers.append(json.dumps(runs.data))
-        for run_id in run_ids:
-            logs = execute_dagster_graphql(context, GRAPHQL_RUN_LOGS, {"runId": run_id})
-            assert logs.data["logsForRun"]["__typename"] == "EventConnection"
-            answers.append(json.dumps(logs.data))
-        assets = execute_dagster_graphql(context, GRAPHQL_ASSETS)
-        assert not assets.errors, assets.errors
-        answers.append(json.dumps(assets.data))
-    return answers
+def graphql_answers(replicated: Pass, log: Path) -> list[str]:
+    """What the UI shows: runs, every run's event log, asset nodes and materializations, as
+    the project's webserver serves them over this config (the UI's GraphQL endpoint)."""
+    # The code server loads the definitions from this config and environment.
+    env = {
+        CONFIG_ENV: str(replicated.config_path),
+        PASSWORD_ENV: PLAIN_PASSWORD,
+        "DAGSTER_HOME": str(replicated.dagster_home),
+    }
+    server = DagsterDev.start(env, log, webserver_only=True)
+    try:
+        runs = server.graphql(GRAPHQL_RUNS)
+        answers = [json.dumps(runs)]
+        for run in runs["runsOrError"]["results"]:
+            logs = server.graphql(GRAPHQL_RUN_LOGS, {"runId": run["runId"]})
+            assert logs["logsForRun"]["__typename"] == "EventConnection"
+            answers.append(json.dumps(logs))
+        answers.append(json.dumps(server.graphql(GRAPHQL_ASSETS)))
+        return answers
+    finally:
+        assert server.stop() == {}, "the webserver left processes behind"
 
 
 def test_no_secret_in_output_dagster_storage_event_log_or_graphql(
-    replicated: Pass, monkeypatch: pytest.MonkeyPatch
+    replicated: Pass, tmp_path: Path
 ) -> None:
     """The passwords (one from `${file:...}`, one from `${env:...}`) appear nowhere a user,
     an operator or the UI can see them."""
@@ -370,7 +359,7 @@ def test_no_secret_in_output_dagster_storage_event_log_or_graphql(
         for secret in SECRETS:
             assert secret.encode() not in data, f"a password is stored in {path}"
 
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(replicated.dagster_home)))
+    instance = dg.DagsterInstance.from_config(str(replicated.dagster_home))
     runs = instance.get_runs()
     assert len(runs) == 4 and all(r.is_success for r in runs)
     events = [dg.serialize_value(r) for r in runs]
@@ -381,7 +370,7 @@ def test_no_secret_in_output_dagster_storage_event_log_or_graphql(
     assert "records_copied" in everything and replicated.forward_topic in everything
     assert_no_secret(everything, "Dagster's event log or run records")
 
-    answers = "\n".join(graphql_answers(instance, replicated, monkeypatch))
+    answers = "\n".join(graphql_answers(replicated, tmp_path / "webserver.log"))
     assert "records_copied" in answers and "replicated_topics" in answers
     assert_no_secret(answers, "the GraphQL answers")
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.instance.ref import InstanceRef
 
 from mm2_assets.kafka.launcher import pid_alive
 from mm2_assets.spark.connect_server import descendants
@@ -97,7 +96,7 @@ def test_replicate_runs_the_copy_in_the_workers_with_the_shipped_package(
     assert copied == consume_all(primary, topic, parts)
     assert sum(len(v) for v in copied.values()) == len(source)
 
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path)))
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
     key = dg.AssetKey(["primary_to_backup", "replicated_topics"])
     [event] = instance.fetch_materializations(key, limit=1).records
     materialization = event.asset_materialization

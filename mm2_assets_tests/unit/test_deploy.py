@@ -15,6 +15,7 @@ import yaml
 from mm2_assets.cli import main
 from mm2_assets.definitions import load_definitions
 from mm2_assets.defs.concurrency import replication_pool
+from mm2_assets.defs.dagster_compat import claim_pool_slot, pool_holders
 from mm2_assets.defs.replication.follower import HOST_TAG, PID_TAG
 from mm2_assets.deploy.instance import PRODUCTION_CONFIG, init_instance
 from mm2_assets.deploy.postgres import PostgresError, server_binaries
@@ -30,7 +31,8 @@ def test_local_instance_keeps_sqlite_with_the_production_limits(tmp_path: Path, 
     assert capsys.readouterr().out == f"{tmp_path / 'home' / 'dagster.yaml'}\n"
     instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
     try:
-        assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+        instance.get_run_records()  # the first access creates the storage
+        assert (tmp_path / "home" / "history" / "runs.db").is_file()  # SQLite's, local
         pools = instance.get_concurrency_config().pool_config
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "op")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
@@ -108,9 +110,7 @@ def test_replicate_frees_a_dead_followers_pool_slot_and_refuses_a_live_one(
                 tags={PID_TAG: str(pid), HOST_TAG: socket.gethostname()},
             )
         )
-        storage = instance.event_log_storage
-        storage.initialize_concurrency_limit_to_default(pool)
-        assert storage.claim_concurrency_slot(pool, run.run_id, "follow").is_claimed
+        assert claim_pool_slot(instance, pool, run.run_id, "follow")
         if alive:
             with pytest.raises(UsageError) as error:
                 check_pool_free(flow, instance)
@@ -119,10 +119,10 @@ def test_replicate_frees_a_dead_followers_pool_slot_and_refuses_a_live_one(
                 f"flow's replication pool {pool}; a pass waits until it ends: stop it (Dagster "
                 "UI, or SIGTERM) or let it finish, then run `replicate` again"
             )
-            assert storage.get_concurrency_info(pool).active_run_ids == {run.run_id}
+            assert pool_holders(instance, pool) == {run.run_id}
         else:
             check_pool_free(flow, instance)
             assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
-            assert storage.get_concurrency_info(pool).active_run_ids == set()
+            assert pool_holders(instance, pool) == set()
     finally:
         instance.dispose()

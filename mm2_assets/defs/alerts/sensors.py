@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import send_alerts
+from mm2_assets.defs.dagster_compat import step_error_text
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
     PARTITION_RANGE_END_TAG,
@@ -86,7 +87,8 @@ def run_failure_alert_sensor(
             return
         topics = run_topics(run, context.instance, partitions)
         steps = {
-            event.step_key or "?": _error_text(event) for event in context.get_step_failure_events()
+            event.step_key or "?": step_error_text(event, _ERROR_CHARS)
+            for event in context.get_step_failure_events()
         }
         reason = "; ".join(f"{k}: {v}" for k, v in steps.items()) or (
             context.failure_event.message or "run failed"
@@ -177,14 +179,3 @@ def _streak_of(
         if set(record.dagster_run.asset_selection or ()) == selection
     ]
     return streak_before(same_assets, run.run_id, including=including, stable_seconds=stable)
-
-
-def _error_text(event: dg.DagsterEvent) -> str:
-    data = event.event_specific_data
-    error = getattr(data, "error", None)
-    if error is None:
-        return event.message or "failed"
-    # The innermost cause is the user-facing one (Dagster wraps user code errors).
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    return f"{error.cls_name}: {error.message.strip()}"[:_ERROR_CHARS]

@@ -27,6 +27,7 @@ import dagster as dg
 from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.concurrency import replication_pool
+from mm2_assets.defs.dagster_compat import add_run_tags, mark_run_failed
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
@@ -55,6 +56,8 @@ PID_TAG = "mm2-assets/follower-pid"
 """Run tag: the process id of the follower run's worker."""
 HOST_TAG = "mm2-assets/follower-host"
 """Run tag: the host the follower run's worker runs on."""
+FOLLOWER_GONE = "the follower's process is gone (killed?)"
+"""Why a follower run whose process is gone is marked failed."""
 
 
 class DagsterFollowerReporter(FollowerReporter):
@@ -232,8 +235,10 @@ def follower_job(
         pool=replication_pool(flow),
     )
     def follow(context: dg.OpExecutionContext, spark: SparkResource) -> None:
-        context.instance.add_run_tags(
-            context.run_id, {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+        add_run_tags(
+            context.instance,
+            context.run_id,
+            {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
         )
         reporter = DagsterFollowerReporter(context, flow, keys, partitions)
         stop = threading.Event()
@@ -293,7 +298,7 @@ def follower_request(
         if run.status not in IN_PROGRESS:
             continue
         if follower_alive(run.tags) is False:
-            instance.report_run_failed(run, "the follower's process is gone (killed?)")
+            mark_run_failed(instance, run, FOLLOWER_GONE)
             gone.add(run.run_id)
             continue
         return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"

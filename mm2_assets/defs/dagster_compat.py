@@ -1,0 +1,117 @@
+"""What we need from Dagster that it has no public API for, kept in this one module.
+
+Everything else in the project (product, tests, benchmarks) uses Dagster's public API only;
+`mm2_assets_tests/unit/test_public_dagster_api.py` keeps it so, and
+`mm2_assets_tests/unit/test_dagster_compat.py` exercises every function here against the
+installed Dagster, so a release that changes one of these calls fails the suite rather than a
+user's follower. Each function says why the public API does not do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import dagster as dg
+
+PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+"""Dagster setting for the processes that create runs (daemon, webserver, `dagster asset
+materialize`): `true` records a partition-range run's plan as one event with the range
+instead of one event per partition key. A run over 80 topics spread across 2,000 otherwise
+stores 2,000 planned events, ~30 ms each on SQLite: 60 s of a 65 s run (bench/scale.py).
+Dagster's trade-off: partitions of a failed range run are not marked failed in the UI (the
+run and its failure alert still are). An environment switch, read by Dagster's event log
+storage; not part of its documented configuration."""
+
+
+def add_run_tags(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> None:
+    """Add `tags` to the run `run_id` while it runs.
+
+    A follower run records its process (host, pid) so that the driver and `replicate` can
+    tell a run whose process was killed from a live one; tags are the only run field the UI
+    and every process see, and a run cannot know its pid before it starts.
+    """
+    instance.add_run_tags(run_id, dict(tags))
+
+
+def mark_run_failed(instance: dg.DagsterInstance, run: dg.DagsterRun, reason: str) -> None:
+    """Mark `run`, whose process is gone, failed with `reason` in its event log.
+
+    Dagster's run monitoring does this only when the daemon runs with monitoring enabled and
+    after its own timeout; the driver and `replicate` must free the flow at once.
+    """
+    instance.report_run_failed(run, reason)
+
+
+def supports_pools(instance: dg.DagsterInstance) -> bool:
+    """Whether the instance's storage keeps pool (concurrency key) slots at all."""
+    return bool(instance.event_log_storage.supports_global_concurrency_limits)
+
+
+def pool_holders(instance: dg.DagsterInstance, pool: str) -> set[str]:
+    """Ids of the runs holding a slot of `pool` (empty when the storage has no pools).
+
+    `replicate` refuses to queue a pass behind a live follower: Dagster's public API lists
+    pools' limits but not who holds them.
+    """
+    if not supports_pools(instance):
+        return set()
+    return set(instance.event_log_storage.get_concurrency_info(pool).active_run_ids)
+
+
+def free_pool_slots(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Free every pool slot the ended run `run_id` still holds (the daemon would, later)."""
+    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+
+
+def claim_pool_slot(instance: dg.DagsterInstance, pool: str, run_id: str, step: str) -> bool:
+    """Claim a slot of `pool` for `step` of `run_id`, as a run's step does when it starts;
+    whether it got one. (Lets a test stand in for a follower holding the flow's pool.)"""
+    storage = instance.event_log_storage
+    storage.initialize_concurrency_limit_to_default(pool)
+    return bool(storage.claim_concurrency_slot(pool, run_id, step).is_claimed)
+
+
+def latest_check_passed(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> bool | None:
+    """Whether the latest stored evaluation of the asset check `key` passed (None: none yet)."""
+    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    if not history or history[0].evaluation is None:
+        return None
+    return bool(history[0].evaluation.passed)
+
+
+def step_error_text(event: dg.DagsterEvent, limit: int) -> str:
+    """The user-facing error of a step-failure event, `Class: message`, at most `limit` chars.
+
+    A run-failure sensor gets the failed steps' events; their error's structure (class name,
+    message, the chain of causes Dagster wraps user code errors in) is not public.
+    """
+    error = getattr(event.event_specific_data, "error", None)
+    if error is None:
+        return event.message or "failed"
+    # The innermost cause is the user-facing one.
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    message = error.message.strip()
+    # Dagster's message is Python's `Class: message` already (a bare class when it has none).
+    if not message.startswith(error.cls_name):
+        message = f"{error.cls_name}: {message}"
+    return message[:limit]
+
+
+def planned_partitions(instance: dg.DagsterInstance, run_id: str) -> list[list[str]]:
+    """The partition keys each materialization-planned event of `run_id` covers, sorted: one
+    list per event (one key each without `PLANNED_EVENTS_ENV`, the run's keys in one event with it).
+    The planned subset is not public; this is how a test sees that the switch still works."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+    ).records
+    planned: list[list[str]] = []
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        data = event.event_specific_data if event is not None else None
+        subset = getattr(data, "partitions_subset", None)
+        if subset is not None:
+            planned.append(sorted(subset.get_partition_keys()))
+        else:
+            planned.append([event.partition] if event is not None and event.partition else [])
+    return sorted(planned)

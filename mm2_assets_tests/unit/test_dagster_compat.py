@@ -1,0 +1,123 @@
+"""Every call of `mm2_assets/defs/dagster_compat.py` against the installed Dagster.
+
+These are the places where we use Dagster beyond its public API; if a Dagster release within
+`pyproject.toml`'s range changes one of them, this fails before a user's follower does.
+"""
+
+# No `from __future__ import annotations`: Dagster inspects the context annotations.
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from mm2_assets.defs.dagster_compat import (
+    PLANNED_EVENTS_ENV,
+    add_run_tags,
+    claim_pool_slot,
+    free_pool_slots,
+    latest_check_passed,
+    mark_run_failed,
+    planned_partitions,
+    pool_holders,
+    step_error_text,
+    supports_pools,
+)
+from mm2_assets.deploy.instance import init_instance
+
+
+@pytest.fixture
+def instance(tmp_path: Path):
+    """A local instance with the production settings (pools by op), as `instance init`."""
+    init_instance(tmp_path, postgres=False)
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        yield instance
+
+
+def _started_run(instance: dg.DagsterInstance) -> dg.DagsterRun:
+    return instance.add_run(dg.DagsterRun(job_name="j", status=dg.DagsterRunStatus.STARTED))
+
+
+def test_run_tags_are_added_to_a_running_run(instance: dg.DagsterInstance) -> None:
+    run = _started_run(instance)
+    add_run_tags(instance, run.run_id, {"mm2-assets/follower-pid": "42"})
+    stored = instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.tags["mm2-assets/follower-pid"] == "42"
+
+
+def test_a_run_whose_process_is_gone_is_marked_failed_with_the_reason(
+    instance: dg.DagsterInstance,
+) -> None:
+    run = _started_run(instance)
+    mark_run_failed(instance, run, "the follower's process is gone (killed?)")
+    stored = instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status == dg.DagsterRunStatus.FAILURE
+    records = instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
+    ).records
+    assert [r.event_log_entry.message for r in records] == [
+        "the follower's process is gone (killed?)"
+    ]
+
+
+def test_pool_slots_are_claimed_listed_and_freed(instance: dg.DagsterInstance) -> None:
+    assert supports_pools(instance)
+    run = _started_run(instance)
+    assert pool_holders(instance, "mm2-assets/p") == set()
+    assert claim_pool_slot(instance, "mm2-assets/p", run.run_id, "follow")
+    # The pool's limit is 1 (the instance's default): a second run gets no slot.
+    assert not claim_pool_slot(instance, "mm2-assets/p", _started_run(instance).run_id, "x")
+    assert pool_holders(instance, "mm2-assets/p") == {run.run_id}
+    free_pool_slots(instance, run.run_id)
+    assert pool_holders(instance, "mm2-assets/p") == set()
+
+
+def test_a_step_failure_reads_as_the_user_code_error() -> None:
+    @dg.op
+    def breaks() -> None:
+        raise ValueError("topic orders: no leader")
+
+    @dg.job
+    def job() -> None:
+        breaks()
+
+    result = job.execute_in_process(raise_on_error=False)
+    [event] = [e for e in result.all_events if e.is_step_failure]
+    assert step_error_text(event, 1000) == "ValueError: topic orders: no leader"
+    assert step_error_text(event, 10) == "ValueError"
+
+
+def test_the_latest_check_evaluation_is_read(instance: dg.DagsterInstance) -> None:
+    @dg.asset
+    def topic() -> None:
+        return None
+
+    @dg.asset_check(asset=topic)
+    def lag() -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(passed=False)
+
+    key = dg.AssetCheckKey(dg.AssetKey("topic"), "lag")
+    assert latest_check_passed(instance, key) is None
+    assert dg.materialize([topic, lag], instance=instance).success
+    assert latest_check_passed(instance, key) is False
+
+
+def test_a_range_run_plans_one_event_with_the_switch(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    partitions = dg.DynamicPartitionsDefinition(name="topics")
+
+    @dg.asset(partitions_def=partitions)
+    def copied(context: dg.AssetExecutionContext) -> None:
+        context.log.info(",".join(context.partition_keys))
+
+    instance.add_dynamic_partitions("topics", ["a", "b", "c"])
+    range_tags = {
+        "dagster/asset_partition_range_start": "a",
+        "dagster/asset_partition_range_end": "c",
+    }
+    without = dg.materialize([copied], instance=instance, tags=range_tags)
+    assert planned_partitions(instance, without.run_id) == [["a"], ["b"], ["c"]]
+    monkeypatch.setenv(PLANNED_EVENTS_ENV, "true")
+    with_switch = dg.materialize([copied], instance=instance, tags=range_tags)
+    assert planned_partitions(instance, with_switch.run_id) == [["a", "b", "c"]]
