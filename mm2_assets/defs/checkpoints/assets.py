@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from mm2_assets.defs.health.freshness import flow_freshness
 from mm2_assets.defs.metadata import disabled_result, flow_tags, table_metadata
 from mm2_assets.kafka.checkpoint_store import checkpoints_topic
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
@@ -140,6 +141,7 @@ def checkpoints_asset(flow: FlowConfig, replicated_topics_key: dg.AssetKey) -> d
     @dg.asset(
         name="checkpoints",
         key_prefix=[flow.key],
+        freshness_policy=flow_freshness(flow, "checkpoints"),
         deps=[replicated_topics_key],
         group_name=flow.key,
         tags=flow_tags(flow),
@@ -185,6 +187,7 @@ def synced_group_offsets_asset(
     @dg.asset(
         name="synced_group_offsets",
         key_prefix=[flow.key],
+        freshness_policy=flow_freshness(flow, "synced_group_offsets"),
         deps=[checkpoints_key],
         group_name=flow.key,
         tags=flow_tags(flow),

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from mm2_assets.defs.health.freshness import flow_freshness
 from mm2_assets.defs.metadata import disabled_result, flow_tags
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, hops_by_upstream
@@ -40,6 +41,7 @@ def heartbeats_asset(flow: FlowConfig) -> dg.AssetsDefinition:
     @dg.asset(
         name="heartbeats",
         key_prefix=[flow.key],
+        freshness_policy=flow_freshness(flow, "heartbeats"),
         group_name=flow.key,
         tags=flow_tags(flow),
         owners=list(flow.mm2assets_asset_owners),

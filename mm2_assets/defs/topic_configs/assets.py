@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.health.freshness import flow_freshness
 from mm2_assets.defs.metadata import flow_tags, partition_materializations, table_metadata
 from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.topic_config_sync import (
@@ -105,6 +106,7 @@ def topic_configs_asset(
         deps=[dg.AssetKey.from_coercible(source_topics_key)],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        freshness_policy=flow_freshness(flow, "topic_configs"),
         # One materialization per topic the run is for, yielded (`partition_materializations`).
         output_required=False,
         group_name=flow.key,

@@ -1,0 +1,61 @@
+"""Freshness policies of a flow's interval assets, from the flow's MM2 intervals.
+
+Dagster's freshness daemon (part of `dagster-daemon`, on by default) judges them from the
+assets' last materializations, whatever our sensors do: when the follower, the driver or the
+sensor daemon stops, heartbeats, checkpoints, synced group offsets and topic configs turn
+their asset's health red on their own. (The lag of `replicated_topics` stays a check: a topic
+with nothing new is fresh, which a materialization time cannot tell.)
+
+An asset fails after `FAIL_AFTER_INTERVALS` of the period in which Dagster hears of it: the
+MM2 interval, at least the follower's report interval (follow mode) or the driver's tick (batch
+passes, which the driver requests), and never less than Dagster's minimum window of a minute
+(twice the freshness daemon's 30 s cycle, and six times a follower restart's ~10 s). It warns
+after half that, where half is a minute or more.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+
+from mm2_assets.mm2.config import FlowConfig
+
+FAIL_AFTER_INTERVALS = 3
+MIN_WINDOW_SECONDS = 60
+"""Dagster's shortest freshness window."""
+
+
+def reported_every_seconds(flow: FlowConfig, interval_seconds: int) -> int:
+    """How often Dagster hears of work done every `interval_seconds`: a follower reports at
+    most once per report interval; a batch run is requested at most once per driver tick."""
+    if flow.mm2assets_replication_mode == "follow":
+        floor = flow.mm2assets_follower_report_interval_seconds
+    else:
+        floor = flow.mm2assets_driver_interval_seconds
+    return max(interval_seconds, floor)
+
+
+def interval_freshness(flow: FlowConfig, interval_seconds: int) -> dg.FreshnessPolicy:
+    """The policy of an asset materialized every `interval_seconds` (see the module)."""
+    period = reported_every_seconds(flow, interval_seconds)
+    fail = max(FAIL_AFTER_INTERVALS * period, MIN_WINDOW_SECONDS)
+    warn = timedelta(seconds=fail / 2) if fail / 2 >= MIN_WINDOW_SECONDS else None
+    return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=fail), warn_window=warn)
+
+
+def flow_freshness(flow: FlowConfig, asset: str) -> dg.FreshnessPolicy | None:
+    """The freshness policy of the flow's asset named `asset` (`heartbeats`, `checkpoints`,
+    `synced_group_offsets`, `topic_configs`); None where the flow does not do that work (a
+    disabled feature is never stale)."""
+    intervals = {
+        "heartbeats": (flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds),
+        "checkpoints": (flow.emit_checkpoints_enabled, flow.emit_checkpoints_interval_seconds),
+        "synced_group_offsets": (
+            flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
+            flow.sync_group_offsets_interval_seconds,
+        ),
+        "topic_configs": (True, flow.sync_topic_configs_interval_seconds),
+    }
+    enabled, seconds = intervals[asset]
+    return interval_freshness(flow, seconds) if enabled else None
