@@ -1,4 +1,6 @@
-"""Session fixtures: one pair of real local Kafka clusters shared by every integration test."""
+"""Session fixtures: one pair of real local Kafka clusters shared by every integration test
+of a process, and the grouping that lets `pytest -n N` (pytest-xdist, `--dist loadgroup`, as
+`scripts/test.sh` runs it) spread the modules over N workers, each with its own pair."""
 
 from __future__ import annotations
 
@@ -10,6 +12,33 @@ import pytest
 
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
 from mm2_assets_tests.kafka_helpers import mm2_properties
+
+# Modules that take longest, first: a worker that starts one late would finish last. (Measured
+# with `--durations`; the rest keep their order.)
+SLOW_FIRST = (
+    "test_broker_faults",
+    "test_one_writer",
+    "test_follower",
+    "test_ui_browser",
+    "test_mm2_cutover",
+    "test_alerts_under_faults",
+    "test_scripts",
+    "test_exact_failover",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each module's tests on one worker (they share its module fixtures: clusters,
+    servers, a pass's result) and start the slow modules first."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__.rsplit(".", 1)[-1]))
+
+    def rank(item: pytest.Item) -> int:
+        name = item.module.__name__.rsplit(".", 1)[-1]
+        return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: a module's own order is kept
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,14 @@
 
 Every `mm2assets.driver.interval.seconds` (default 30) it:
 
-1. measures the lag of the flow's topics (one topic listing, one batched ListOffsets, one read
-   of the progress topic) and, when topics that are partitions of `replicated_topics` have
+0. watches (`defs/health/watch.py`, every Kafka call bounded): probes the source and target
+   clusters, measures the lag of the flow's topics (one topic listing, one batched
+   ListOffsets, one read of the progress topic), spots partitions a follower stopped copying,
+   and every `mm2assets.checks.interval.seconds` (default 60) evaluates the flow's health
+   checks, reported as asset check evaluations of the tick (no run); it alerts when a cluster
+   stops answering, a follower stalls, a check fails or cannot be evaluated, and once each
+   when that is over;
+1. when topics that are partitions of `replicated_topics` have
    source end offsets past their committed progress, requests ONE run over them (a partition
    range, so one Spark job serves every lagging topic) — unless a replication run of this flow
    is still queued or running;
@@ -11,17 +17,14 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    tick: `heartbeats` (`emit.heartbeats.interval.seconds`), `checkpoints`
    (`emit.checkpoints.interval.seconds`) and `synced_group_offsets`
    (`sync.group.offsets.interval.seconds`) together in one small run, and `topic_configs`
-   over every topic partition (`sync.topic.configs.interval.seconds`);
-3. every `mm2assets.checks.interval.seconds` (default 60) evaluates the flow's health checks
-   itself, reports them as asset check evaluations of the tick (no run) and alerts when a
-   check starts failing or recovers.
+   over every topic partition (`sync.topic.configs.interval.seconds`).
 
 A tick with nothing to do requests nothing, so no run and no Spark session starts.
 
 With `mm2assets.replication.mode = follow`, 1. and 2. are the follower run's job: the driver
 only keeps one follower run of the flow alive (`follower_request`: started when none runs,
 restarted with back-off after a failure or when its process died), announces its recovery
-once a restarted follower has been up `mm2assets.follower.stable.seconds`, and still does 3.
+once a restarted follower has been up `mm2assets.follower.stable.seconds`, and still does 0.
 
 Work that failed is not requested again on every tick: after failed runs in a row the next
 request waits a back-off that doubles per failure, from the tick up to 10 minutes, with
@@ -29,9 +32,10 @@ jitter (`retry_hold`). The alerts say so once per incident (`run_failure_alerts`
 when it heals (`run_recovery_alerts`, or the driver for a follower).
 
 Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed},
-"recovered": run id}` — when each interval-driven piece of work was last requested (or
-evaluated, for the checks), each check's last verdict, and the follower run last announced as
-recovered.
+"watch": {...}, "recovered": run id, "started": ts}` — when each interval-driven piece of work
+was last requested (or evaluated, for the checks), each check's last verdict, the watch's
+incidents (`watch.Watch.state`), the follower run last announced as recovered, and the
+driver's first tick (the start of its grace period).
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -42,20 +46,34 @@ import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
-from mm2_assets.defs.health.alerts import check_transition_alerts
-from mm2_assets.defs.health.checks import evaluate_flow_health
+from mm2_assets.defs.health.watch import watch_flow
 from mm2_assets.defs.replication.follower import follower_recovery, follower_request
 from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
+    WORK_FOLLOW,
     WORK_REPLICATE,
     WORK_TOPIC_CONFIGS,
     control_request,
     partition_range_request,
     retry_hold,
     run_tags,
+    work_history,
 )
-from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.config import FlowConfig
+
+
+def in_grace(
+    instance: dg.DagsterInstance, flow: FlowConfig, started: float, now: float, *, follow: bool
+) -> bool:
+    """Whether the flow is in its first catch-up: within `mm2assets.checks.grace.seconds` of
+    the driver's first tick (`started`) or, in follow mode, of the current follower run's
+    start."""
+    since = started
+    if follow:
+        records = work_history(instance, flow, WORK_FOLLOW)[:1]
+        if records and records[0].start_time and not records[0].dagster_run.is_finished:
+            since = max(since, records[0].start_time)
+    return now < since + flow.mm2assets_checks_grace_seconds
 
 
 def replication_driver_sensor(
@@ -132,7 +150,7 @@ def replication_driver_sensor(
         now = time.time()
         state = read_cursor(context.cursor) or {}
         last: dict[str, float] = dict(state.get("last") or {})
-        check_state: dict[str, bool] = dict(state.get("checks") or {})
+        started = float(state.get("started") or now)  # the driver's first tick
         instance = context.instance
         run_requests: list[dg.RunRequest] = []
         notes: list[str] = []
@@ -145,8 +163,25 @@ def replication_driver_sensor(
             """Why `work` waits (in flight, or backing off after failures), None if it may go."""
             return retry_hold(instance, flow, work, base_delay=tick, now=now)
 
-        # 0. Follow mode: one follower run does 1. and 2.
-        snapshot: LagSnapshot | None = None
+        # 0. Watch the clusters, the follower's progress and the health (bounded calls).
+        checks_due = checks and due("checks", checks_every)
+        watched = watch_flow(
+            flow,
+            instance,
+            state={"checks": state.get("checks") or {}, **(state.get("watch") or {})},
+            follow=not batch,
+            evaluate_checks=checks_due,
+            in_grace=in_grace(instance, flow, started, now, follow=not batch),
+            replicated_topics=replicated_topics,
+            checkpoints=checkpoints,
+        )
+        send_alerts(flow, watched.alerts, context.log)
+        notes.extend(f"{flow.name}: {note}" for note in watched.notes)
+        if checks_due and watched.evaluations:
+            last["checks"] = now
+        snapshot = watched.snapshot
+
+        # Follow mode: one follower run does 1. and 2.
         keys: list[str] = []
         if follower is not None:
             request, note = follower_request(
@@ -163,16 +198,13 @@ def replication_driver_sensor(
         # 1. New data.
         if batch and replicated_topics is not None and partitions is not None:
             keys = list(instance.get_dynamic_partitions(partitions.name))
-            try:
-                snapshot = measure_lag(flow)
-            except Exception as exc:  # e.g. the source is down: heartbeats etc. still go
-                context.log.error(f"{flow.name}: cannot measure replication lag: {exc}")
-                notes.append("replication lag unknown (see the tick log)")
+            if snapshot is None:
+                notes.append(f"{flow.name}: replication lag unknown, nothing requested")
             present = set(keys)
             lagging = [t for t in snapshot.lagging_topics if t in present] if snapshot else []
             hold = lagging and held(WORK_REPLICATE)
             if hold:
-                notes.append(f"{len(lagging)} topics lag; {hold}")
+                notes.append(f"{flow.name}: {len(lagging)} topics lag; {hold}")
             elif lagging:
                 request = partition_range_request(
                     keys,
@@ -192,7 +224,7 @@ def replication_driver_sensor(
         due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
         hold = due_control and held(WORK_CONTROL)
         if hold:
-            notes.append(f"interval work due; {hold}")
+            notes.append(f"{flow.name}: interval work due; {hold}")
         elif due_control:
             run_requests.append(control_request(flow, [k for _, k in due_control], "interval"))
             for name, _ in due_control:
@@ -205,7 +237,7 @@ def replication_driver_sensor(
         ):
             hold = held(WORK_TOPIC_CONFIGS)
             if hold:
-                notes.append(f"topic config sync due; {hold}")
+                notes.append(f"{flow.name}: topic config sync due; {hold}")
             else:
                 present = keys or list(instance.get_dynamic_partitions(partitions.name))
                 request = partition_range_request(
@@ -218,34 +250,25 @@ def replication_driver_sensor(
                     run_requests.append(request)
                 last["topic_configs"] = now
 
-        # 3. Health, reported by the tick itself.
-        asset_events: list = []
-        if checks and due("checks", checks_every):
-            try:
-                outcomes = evaluate_flow_health(
-                    flow,
-                    instance,
-                    replicated_topics=replicated_topics,
-                    checkpoints=checkpoints,
-                    snapshot=snapshot,
-                )
-            except Exception as exc:  # health must never stop replication
-                context.log.error(f"{flow.name}: evaluating the health checks failed: {exc!r}")
-            else:
-                asset_events.extend(o.to_evaluation() for o in outcomes)
-                for outcome in outcomes:
-                    if not outcome.passed:
-                        context.log.warning(f"{outcome.check_name}: {outcome.description}")
-                alerts, check_state = check_transition_alerts(flow, outcomes, check_state)
-                send_alerts(flow, alerts, context.log)
-                last["checks"] = now
-
-        cursor = write_cursor({"last": last, "checks": check_state, "recovered": recovered_run})
+        watch_state = dict(watched.state)
+        cursor = write_cursor(
+            {
+                "last": last,
+                "checks": watch_state.pop("checks", {}),
+                "watch": watch_state,
+                "recovered": recovered_run,
+                "started": started,
+            }
+        )
         if not run_requests:
             reason = "; ".join(notes) or f"{flow.name}: nothing to replicate or due"
-            return dg.SensorResult(skip_reason=reason, asset_events=asset_events, cursor=cursor)
+            return dg.SensorResult(
+                skip_reason=reason, asset_events=watched.evaluations, cursor=cursor
+            )
         for note in notes:
-            context.log.info(f"{flow.name}: {note}")
-        return dg.SensorResult(run_requests=run_requests, asset_events=asset_events, cursor=cursor)
+            context.log.info(note)
+        return dg.SensorResult(
+            run_requests=run_requests, asset_events=watched.evaluations, cursor=cursor
+        )
 
     return replication_driver

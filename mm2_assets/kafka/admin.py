@@ -182,6 +182,16 @@ def start_offsets(
     )
 
 
+# Errors of a ListOffsets sent with a stale leader or leader epoch: after a broker restart or
+# a leader change, librdkafka's cached metadata lags until its periodic refresh (5 min by
+# default), and every call in between fails the same way.
+_STALE_METADATA = {
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+}
+
+
 def _list_offsets(
     admin: AdminClient,
     partitions: Iterable[tuple[str, int]],
@@ -192,20 +202,36 @@ def _list_offsets(
     skip_deleted: bool = False,
 ) -> dict[tuple[str, int], int]:
     wanted = [TopicPartition(t, p) for t, p in partitions]
-    if not wanted:
-        return {}
-    futures = admin.list_offsets(
-        {tp: spec for tp in wanted}, isolation_level=isolation, request_timeout=ADMIN_TIMEOUT_S
-    )
     out: dict[tuple[str, int], int] = {}
-    for tp, future in futures.items():
-        try:
-            out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
-        except KafkaException as exc:
-            if skip_deleted and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue
-            raise KafkaAdminError(
-                f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "
-                f"'{cluster}': {exc}"
-            ) from exc
+    for attempt in range(2):
+        stale: list[TopicPartition] = []
+        futures = (
+            admin.list_offsets(
+                {tp: spec for tp in wanted},
+                isolation_level=isolation,
+                request_timeout=ADMIN_TIMEOUT_S,
+            )
+            if wanted
+            else {}
+        )
+        for tp, future in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if skip_deleted and code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                if attempt == 0 and code in _STALE_METADATA:
+                    stale.append(tp)
+                    continue
+                raise KafkaAdminError(
+                    f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "
+                    f"'{cluster}': {exc}"
+                ) from exc
+        if not stale:
+            break
+        # A metadata request refreshes the client's cache (leaders, epochs); then once more.
+        for topic in sorted({tp.topic for tp in stale}):
+            admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S)
+        wanted = stale
     return out

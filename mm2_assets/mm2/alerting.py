@@ -39,6 +39,12 @@ AlertKind = Literal[
     "topics_changed",
     "groups_changed",
     "listener_failed",
+    "cluster_unreachable",
+    "cluster_reachable",
+    "replication_stalled",
+    "replication_resumed",
+    "checks_unavailable",
+    "checks_available",
 ]
 
 

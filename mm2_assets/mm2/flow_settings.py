@@ -390,6 +390,15 @@ class FlowSettings:
         "How often the replication driver evaluates the flow's health checks (seconds).",
         blank_is_default=True,
     )
+    mm2assets_checks_grace_seconds: int = flow_setting(
+        "mm2assets.checks.grace.seconds",
+        at_least(0),
+        "300",
+        "After the driver starts, and after a follower run starts, failing `replication_lag` "
+        "and `checkpoint_freshness` checks and stalled partitions do not alert for this long "
+        "(seconds): a flow's first catch-up is no incident.",
+        blank_is_default=True,
+    )
     mm2assets_lag_max_records: int = flow_setting(
         "mm2assets.lag.max.records",
         at_least(0),

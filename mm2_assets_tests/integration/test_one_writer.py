@@ -20,7 +20,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.writer_lease import current_lease
@@ -52,6 +52,7 @@ class Writing:
         self.topic, self.rate = topic, rate
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
         self.sent = 0
+        self.error: KafkaException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -62,7 +63,16 @@ class Writing:
             for _ in range(per_step):
                 partition = self.sent % PARTITIONS
                 value = f"{partition}:{self.sent // PARTITIONS}".encode()
-                self.producer.produce(self.topic, value=value, key=value, partition=partition)
+                try:
+                    self.producer.produce(self.topic, value=value, key=value, partition=partition)
+                except BufferError:
+                    # A full queue (the cluster is away): not enqueued, so the same record is
+                    # tried again once the queue drains (the numbering stays gapless).
+                    self.producer.poll(0.1)
+                    break
+                except KafkaException as exc:  # a test's mistake: fail it, do not spin
+                    self.error = exc
+                    return
                 self.sent += 1
             self.producer.poll(0)
             time.sleep(step)
@@ -74,6 +84,8 @@ class Writing:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        if self.error is not None:
+            raise AssertionError(f"the writer of {self.topic} failed: {self.error}")
         assert self.producer.flush(30) == 0
 
 

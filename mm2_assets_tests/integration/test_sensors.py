@@ -476,7 +476,7 @@ def test_driver_replicates_only_topics_with_new_data_and_checks_lag(
         recording,
         webhook,
         "mm2assets.lag.max.records = 5\nmm2assets.checks.interval.seconds = 1\n"
-        "mm2assets.driver.interval.seconds = 1\n",
+        "mm2assets.driver.interval.seconds = 1\nmm2assets.checks.grace.seconds = 0\n",
     )
     flow = Flow(config, instance)
     quiet, busy = f"{prefix}-quiet", f"{prefix}-busy"

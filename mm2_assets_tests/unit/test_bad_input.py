@@ -312,7 +312,7 @@ def test_bad_config_is_one_clear_line_from_every_entry_point(
     assert str(info.value).startswith(f"{path}: {case.key}")
     # Dagster shows a load error's stack: only the loader's frame, not the parser's internals.
     frames = traceback.extract_tb(info.value.__traceback__)
-    assert {Path(f.filename).name for f in frames} <= {"definitions.py", Path(__file__).name}
+    assert {Path(f.filename).name for f in frames} <= {"code_location.py", Path(__file__).name}
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 

@@ -1,0 +1,114 @@
+"""How an MM2 configuration becomes Dagster `Definitions`, for every code location: the
+single-file one (`mm2_assets.definitions`, from `$MM2_CONFIG`) and `MM2Component` instances.
+
+Loading parses the file and checks every client setting translates for librdkafka
+(`kafka.clients.load_checked_config`): no cluster needs to be reachable. Importing this module
+loads nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from mm2_assets.defs.checkpoints.assets import checkpoint_assets
+from mm2_assets.defs.flows import flow_automation
+from mm2_assets.defs.heartbeats.assets import heartbeats_asset
+from mm2_assets.defs.replication.assets import replicated_topics_asset, source_topics_spec
+from mm2_assets.defs.replication.follower import follower_job
+from mm2_assets.defs.replication.partitions import topics_partitions
+from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.topic_configs.assets import topic_configs_asset
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.config import MM2Config, default_config_path
+from mm2_assets.mm2.errors import MM2ConfigError
+
+
+def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:
+    """Every enabled flow's assets, sensors and checks, with the shared resources."""
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    sensors: list[dg.SensorDefinition] = []
+    checks: list[dg.AssetChecksDefinition] = []
+    jobs: list[dg.JobDefinition] = []
+    for flow in config.flows:
+        partitions = topics_partitions(flow)
+        source = source_topics_spec(flow, partitions)
+        replicated = replicated_topics_asset(flow, partitions, source)
+        configs = topic_configs_asset(flow, partitions, source.key)
+        checkpoints, synced = checkpoint_assets(flow, replicated.key)
+        heartbeats = heartbeats_asset(flow)
+        assets.extend([source, replicated, configs, checkpoints, synced, heartbeats])
+        follower = None
+        if flow.mm2assets_replication_mode == "follow":
+            follower = follower_job(
+                flow,
+                partitions=partitions,
+                keys={
+                    "replicated_topics": replicated.key,
+                    "topic_configs": configs.key,
+                    "checkpoints": checkpoints.key,
+                    "synced_group_offsets": synced.key,
+                    "heartbeats": heartbeats.key,
+                },
+            )
+            jobs.append(follower)
+        automation = flow_automation(
+            flow,
+            partitions=partitions,
+            replicated_topics=replicated,
+            topic_configs=configs,
+            checkpoints=checkpoints,
+            synced_group_offsets=synced,
+            heartbeats=heartbeats,
+            follower=follower,
+        )
+        sensors.extend(automation.sensors)
+        checks.extend(automation.checks)
+    # MM2 emits heartbeats for every pair (emit.heartbeats.enabled), replicating or not: that is
+    # what lets `upstream_clusters` see a one-way source from the other side.
+    enabled = {flow.name for flow in config.flows}
+    for flow in config.heartbeat_flows:
+        if flow.name not in enabled:
+            heartbeats = heartbeats_asset(flow)
+            assets.append(heartbeats)
+            follower = None
+            if flow.mm2assets_replication_mode == "follow":
+                # Heartbeats every second from a long-lived run, not a run per heartbeat.
+                follower = follower_job(flow, partitions=None, keys={"heartbeats": heartbeats.key})
+                jobs.append(follower)
+            sensors.extend(
+                flow_automation(
+                    flow, partitions=None, heartbeats=heartbeats, follower=follower
+                ).sensors
+            )
+    return dg.Definitions(
+        assets=assets,
+        asset_checks=checks,
+        sensors=sensors,
+        jobs=jobs,
+        resources={"spark": spark or SparkResource.from_settings(config.spark, config.source_path)},
+        # One process per run, not per step: a step process costs seconds and memory, and a
+        # flow's steps are small except the Spark copy, which parallelizes inside Spark.
+        executor=dg.in_process_executor,
+    )
+
+
+def load_config(path: Path | None = None) -> MM2Config:
+    """The checked configuration at `path` (default: `$MM2_CONFIG`, else the packaged demo),
+    for `load_definitions` and `mm2_assets.component.MM2Component` alike. A bad file raises
+    MM2ConfigError naming the file, the key and the fix.
+    """
+    try:
+        return load_checked_config(path or default_config_path())
+    except MM2ConfigError as exc:
+        # Dagster prints a load error with its stack: the message says everything, so show
+        # this one frame, not the parser's internals.
+        raise exc.with_traceback(None) from None
+
+
+def load_definitions(path: Path | None = None) -> dg.Definitions:
+    """The code location's Definitions from the file at `path` (default: `$MM2_CONFIG`, else
+    the packaged demo). A bad file raises MM2ConfigError naming the file, the key and the fix.
+    """
+    return build_definitions(load_config(path))

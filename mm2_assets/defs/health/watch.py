@@ -1,0 +1,258 @@
+"""What the replication driver watches on every tick, and the alerts when it changes.
+
+Three incidents an operator must hear about while they last, not after (each alerts once when
+it starts and once when it is over, the state kept in the driver's cursor):
+
+- `cluster_unreachable` / `cluster_reachable`: the flow's source or target cluster does not
+  answer a metadata request within `PROBE_TIMEOUT_S`. Nothing else of the tick talks to a
+  cluster that is down (it would only wait out its timeouts).
+- `replication_stalled` / `replication_resumed` (follow mode): partitions with records waiting
+  whose committed progress did not move between two ticks: the follower copies nothing.
+- `checks_unavailable` / `checks_available`: the lag could not be measured, or the health
+  checks not evaluated, within `KAFKA_BUDGET_S` (an error of its own, not a log line).
+
+Every Kafka call of the tick runs under a bound (`call_with_timeout`), so a tick ends well
+inside Dagster's sensor deadline (60 s) whatever the clusters do. After the driver starts, and
+after a follower run starts, failing lag and freshness checks and stalls do not alert for
+`mm2assets.checks.grace.seconds`: a flow's first catch-up is no incident.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from mm2_assets.defs.health.alerts import check_transition_alerts
+from mm2_assets.defs.health.checks import evaluate_flow_health
+from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG
+from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.reachability import verify_cluster_access
+from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
+from mm2_assets.mm2.alerting import Alert
+from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.mm2.plugins import call_with_timeout
+
+PROBE_TIMEOUT_S = 5.0
+"""How long a cluster may take to answer a metadata request before it counts as unreachable."""
+KAFKA_BUDGET_S = 15.0
+"""Bound of each of the tick's Kafka steps (lag, checks): two of them, the probes and the
+alert sink's bound stay inside Dagster's 60 s sensor deadline."""
+STALL_PARTITIONS_KEPT = 500
+"""Lagging partitions whose progress the cursor keeps (a bound on the cursor's size)."""
+GRACE_CHECKS = (CHECK_LAG, CHECK_CHECKPOINTS)
+"""Checks that fail during a first catch-up by nature."""
+
+
+@dataclass
+class Watch:
+    """What one tick saw: the lag (None when not measured), the asset check evaluations to
+    report, the alerts to send, notes for the tick's log and the state for the cursor."""
+
+    snapshot: LagSnapshot | None = None
+    evaluations: list[dg.AssetCheckEvaluation] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def probe_clusters(flow: FlowConfig, timeout: float = PROBE_TIMEOUT_S) -> dict[str, str | None]:
+    """Cluster alias → None when it answers a metadata request within `timeout`, else why not.
+    Both sides are probed at once, so a tick waits `timeout` at most."""
+    answers: dict[str, str | None] = {}
+
+    def probe(side: Side) -> None:
+        alias = flow.cluster(side).alias
+        config = client_config(flow, side, "admin")
+        try:
+            call_with_timeout(
+                f"{flow.name}: probing cluster {alias}",
+                lambda: verify_cluster_access(alias, config, timeout=timeout),
+                timeout + 2,
+            )
+            answers[alias] = None
+        except Exception as exc:  # any failure to answer is the incident
+            answers[alias] = str(exc) or type(exc).__name__
+
+    sides: tuple[Side, ...] = ("source", "target")
+    threads = [threading.Thread(target=probe, args=(side,)) for side in sides]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def stalled_partitions(
+    previous: Mapping[str, int], snapshot: LagSnapshot
+) -> tuple[list[str], dict[str, int]]:
+    """Partitions (`topic-partition`) lagging now and at the previous tick with the same
+    committed progress, and the lagging partitions' progress to keep for the next tick."""
+    now = {f"{s.topic}-{s.partition}": s.next_offset for s in snapshot.states if s.lag > 0}
+    stalled = sorted(p for p, offset in now.items() if previous.get(p) == offset)
+    kept = dict(sorted(now.items())[:STALL_PARTITIONS_KEPT])
+    return stalled, kept
+
+
+def _incident(
+    failing: bool,
+    was_failing: bool,
+    start: Callable[[], Alert],
+    end: Callable[[], Alert],
+) -> list[Alert]:
+    if failing and not was_failing:
+        return [start()]
+    if was_failing and not failing:
+        return [end()]
+    return []
+
+
+def cluster_alerts(
+    flow: FlowConfig, answers: Mapping[str, str | None], before: Mapping[str, str]
+) -> list[Alert]:
+    """Alerts for clusters (alias → error, None when it answers) that stopped or started
+    answering since `before` (alias → error of the clusters down at the last tick)."""
+    alerts: list[Alert] = []
+    for alias, error in answers.items():
+        side = "source" if alias == flow.source.alias else "target"
+        alerts += _incident(
+            error is not None,
+            alias in before,
+            lambda alias=alias, side=side, error=error: Alert(
+                flow=flow.name,
+                kind="cluster_unreachable",
+                message=f"flow {flow.name}: {side} cluster '{alias}' is unreachable: {error}",
+                details={"cluster": alias, "side": side},
+            ),
+            lambda alias=alias, side=side: Alert(
+                flow=flow.name,
+                kind="cluster_reachable",
+                severity="info",
+                message=f"flow {flow.name}: {side} cluster '{alias}' answers again",
+                details={"cluster": alias, "side": side},
+            ),
+        )
+    return alerts
+
+
+def stall_alerts(flow: FlowConfig, stalled: Sequence[str], was_stalled: bool) -> list[Alert]:
+    """The alert when partitions (`topic-partition`) stall, or when a stall is over."""
+    topics = tuple(sorted({p.rsplit("-", 1)[0] for p in stalled}))
+    return _incident(
+        bool(stalled),
+        was_stalled,
+        lambda: Alert(
+            flow=flow.name,
+            kind="replication_stalled",
+            message=(
+                f"flow {flow.name}: {len(stalled)} partitions have records waiting and the "
+                f"follower copied none of them since the last tick: {', '.join(stalled[:20])}"
+            ),
+            topics=topics,
+            details={"partitions": list(stalled[:100])},
+        ),
+        lambda: Alert(
+            flow=flow.name,
+            kind="replication_resumed",
+            severity="info",
+            message=f"flow {flow.name}: the follower copies again; no partition is stalled",
+        ),
+    )
+
+
+def unavailable_alerts(flow: FlowConfig, error: str | None, was: bool) -> list[Alert]:
+    """The alert when the checks cannot be evaluated (`error`), or can be again."""
+    return _incident(
+        error is not None,
+        was,
+        lambda: Alert(
+            flow=flow.name,
+            kind="checks_unavailable",
+            message=f"flow {flow.name}: the health checks cannot be evaluated: {error}",
+        ),
+        lambda: Alert(
+            flow=flow.name,
+            kind="checks_available",
+            severity="info",
+            message=f"flow {flow.name}: the health checks are evaluated again",
+        ),
+    )
+
+
+def watch_flow(
+    flow: FlowConfig,
+    instance: dg.DagsterInstance | None,
+    *,
+    state: Mapping[str, Any],
+    follow: bool,
+    evaluate_checks: bool,
+    in_grace: bool,
+    replicated_topics: dg.AssetKey | None,
+    checkpoints: dg.AssetKey | None,
+) -> Watch:
+    """One tick of watching (see the module docstring); `state` is what the last tick kept."""
+    watch = Watch()
+    answers = probe_clusters(flow)
+    unreachable = {a: e for a, e in answers.items() if e is not None}
+    before_unreachable = dict(state.get("unreachable") or {})
+    watch.alerts += cluster_alerts(flow, answers, before_unreachable)
+    kept: dict[str, Any] = {"unreachable": unreachable}
+    if unreachable:
+        watch.notes.append(f"unreachable: {', '.join(sorted(unreachable))}")
+        # Nothing else can be told while a cluster is down; the incidents below stay as they
+        # were (a stall or unavailable checks resume their state when it answers again).
+        watch.state = {**state, **kept}
+        return watch
+
+    error: str | None = None
+    try:
+        watch.snapshot = call_with_timeout(
+            f"{flow.name}: measuring replication lag", lambda: measure_lag(flow), KAFKA_BUDGET_S
+        )
+    except Exception as exc:
+        error = f"measuring replication lag failed: {exc}"
+    stalled_before = bool(state.get("stalled"))
+    if follow and watch.snapshot is not None:
+        stalled, kept["progress"] = stalled_partitions(state.get("progress") or {}, watch.snapshot)
+        if in_grace:
+            stalled = []
+        watch.alerts += stall_alerts(flow, stalled, stalled_before)
+        kept["stalled"] = bool(stalled)
+    else:
+        kept["stalled"] = stalled_before
+
+    check_state = dict(state.get("checks") or {})
+    if evaluate_checks and error is None:
+        try:
+            outcomes = call_with_timeout(
+                f"{flow.name}: evaluating the health checks",
+                lambda: evaluate_flow_health(
+                    flow,
+                    instance,
+                    replicated_topics=replicated_topics,
+                    checkpoints=checkpoints,
+                    snapshot=watch.snapshot,
+                ),
+                KAFKA_BUDGET_S,
+            )
+        except Exception as exc:
+            error = f"evaluating the health checks failed: {exc}"
+        else:
+            watch.evaluations = [o.to_evaluation() for o in outcomes]
+            for outcome in outcomes:
+                if not outcome.passed:
+                    watch.notes.append(f"{outcome.check_name}: {outcome.description}")
+            alerting = [o for o in outcomes if not (in_grace and o.check_name in GRACE_CHECKS)]
+            alerts, check_state = check_transition_alerts(flow, alerting, check_state)
+            watch.alerts += alerts
+    if error is not None:
+        watch.notes.append(error)
+    if evaluate_checks or error is not None:  # otherwise nothing new is known about them
+        watch.alerts += unavailable_alerts(flow, error, bool(state.get("unavailable")))
+        kept["unavailable"] = error is not None
+    kept["checks"] = check_state
+    watch.state = {**state, **kept}
+    return watch

@@ -1,0 +1,90 @@
+"""The driver's watch: which partitions are stalled, and one alert per incident start and end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mm2_assets.defs.health.watch import (
+    STALL_PARTITIONS_KEPT,
+    cluster_alerts,
+    stall_alerts,
+    stalled_partitions,
+    unavailable_alerts,
+)
+from mm2_assets.kafka.replication_state import LagSnapshot, PartitionState
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets_tests.kafka_helpers import mm2_properties
+
+
+def _flow(tmp_path: Path):
+    path = tmp_path / "mm2.properties"
+    path.write_text(mm2_properties("127.0.0.1:1", "127.0.0.1:2"))
+    return load_mm2_config(path).flows[0]
+
+
+def _snapshot(*states: tuple[str, int, int, int]) -> LagSnapshot:
+    return LagSnapshot(
+        remote_topics={t: f"primary.{t}" for t, *_ in states},
+        states=[PartitionState(t, p, next_offset=n, end_offset=e) for t, p, n, e in states],
+    )
+
+
+def test_a_lagging_partition_whose_progress_did_not_move_is_stalled() -> None:
+    first = _snapshot(("orders", 0, 10, 50), ("orders", 1, 7, 7), ("audit", 0, 3, 9))
+    stalled, kept = stalled_partitions({}, first)
+    assert stalled == []  # one look tells nothing
+    assert kept == {"audit-0": 3, "orders-0": 10}  # caught-up partitions are not kept
+
+    # orders-0 moved on, audit-0 did not: only audit-0 is stalled.
+    second = _snapshot(("orders", 0, 40, 80), ("orders", 1, 7, 7), ("audit", 0, 3, 12))
+    stalled, kept = stalled_partitions(kept, second)
+    assert stalled == ["audit-0"]
+
+    # audit-0 caught up (nothing waits): no longer stalled, whatever its offset.
+    third = _snapshot(("orders", 0, 80, 80), ("audit", 0, 3, 3))
+    assert stalled_partitions(kept, third) == ([], {})
+
+
+def test_the_kept_progress_is_bounded() -> None:
+    many = _snapshot(*[("t", p, 0, 5) for p in range(STALL_PARTITIONS_KEPT + 50)])
+    _, kept = stalled_partitions({}, many)
+    assert len(kept) == STALL_PARTITIONS_KEPT
+
+
+def test_an_unreachable_cluster_alerts_once_then_once_when_it_answers(tmp_path: Path) -> None:
+    flow = _flow(tmp_path)
+    down = {"primary": None, "backup": "cannot connect within 5 s"}
+    [alert] = cluster_alerts(flow, down, before={})
+    assert (alert.kind, alert.severity) == ("cluster_unreachable", "error")
+    assert alert.message == (
+        "flow primary->backup: target cluster 'backup' is unreachable: cannot connect within 5 s"
+    )
+    assert alert.details == {"cluster": "backup", "side": "target"}
+    assert cluster_alerts(flow, down, before={"backup": "x"}) == []  # still down
+    [back] = cluster_alerts(flow, {"primary": None, "backup": None}, before={"backup": "x"})
+    assert (back.kind, back.severity, back.details["side"]) == (
+        "cluster_reachable",
+        "info",
+        "target",
+    )
+
+
+def test_a_stall_alerts_with_its_partitions_and_once_when_over(tmp_path: Path) -> None:
+    flow = _flow(tmp_path)
+    [alert] = stall_alerts(flow, ["audit-0", "my-topic-3"], was_stalled=False)
+    assert alert.kind == "replication_stalled"
+    assert alert.topics == ("audit", "my-topic")
+    assert "audit-0, my-topic-3" in alert.message
+    assert stall_alerts(flow, ["audit-0"], was_stalled=True) == []
+    [over] = stall_alerts(flow, [], was_stalled=True)
+    assert over.kind == "replication_resumed"
+    assert stall_alerts(flow, [], was_stalled=False) == []
+
+
+def test_checks_that_cannot_be_evaluated_are_an_incident(tmp_path: Path) -> None:
+    flow = _flow(tmp_path)
+    [alert] = unavailable_alerts(flow, "measuring replication lag failed: timed out", False)
+    assert alert.kind == "checks_unavailable" and "timed out" in alert.message
+    assert unavailable_alerts(flow, "again", True) == []
+    [over] = unavailable_alerts(flow, None, True)
+    assert over.kind == "checks_available"
