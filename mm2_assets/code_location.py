@@ -83,7 +83,8 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
                 ).sensors
             )
     return dg.Definitions(
-        assets=assets,
+        # The UI links each asset to the code that defines it ("View code").
+        assets=dg.with_source_code_references(assets),
         asset_checks=checks,
         sensors=sensors,
         jobs=jobs,

@@ -19,6 +19,7 @@ import dagster as dg
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.dagster_compat import (
     PLANNED_EVENTS_ENV,
+    ensure_pool_limit,
     free_pool_slots,
     mark_run_failed,
     pool_holders,
@@ -87,6 +88,7 @@ def check_pool_free(flow: FlowConfig, instance: dg.DagsterInstance) -> None:
     followers whose process is gone (marked failed here, as the driver does), are freed: the
     daemon's run monitoring would free them only once it runs."""
     pool = replication_pool(flow)
+    ensure_pool_limit(instance, pool, 1)  # as the driver does; an operator's limit stands
     for run_id in sorted(pool_holders(instance, pool)):
         run = instance.get_run_by_id(run_id)
         if run is not None and not run.is_finished:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, starts the two local Kafka clusters (primary, backup), seeds demo topics,
 # runs the replication job once, then serves the Dagster UI (http://127.0.0.1:3000) with the
-# daemon so sensors keep the backup fresh. Ctrl-C or SIGTERM stops Dagster and the clusters.
+# daemon so sensors keep the backup fresh. Ctrl-C or SIGTERM stops Dagster and the clusters
+# within 30 s, also when started without a terminal (as a service manager starts it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -21,7 +22,25 @@ if [[ -x scripts/demo_job.sh ]]; then ./scripts/demo_job.sh; fi
 # control a background job would ignore SIGINT, and bash defers traps until a foreground
 # command ends.
 set -m
-.venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}" &
+.venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}" </dev/null &
 dagster=$!
-trap 'kill -INT -- -$dagster 2>/dev/null; wait $dagster; exit 130' INT TERM
+# Whether any process of Dagster's group is still alive.
+alive() { kill -0 -- "-$dagster" 2>/dev/null; }
+# Stops Dagster within 20 s whatever it does: Ctrl-C's SIGINT first (its own shutdown: runs
+# end, a follower fences its writers and stops its Spark JVM), SIGTERM after 15 s, SIGKILL
+# after 20 s. Each wait ends as soon as the group is gone.
+stop_dagster() {
+  local signal tries
+  for signal in INT TERM; do
+    alive || return 0
+    kill "-$signal" -- "-$dagster" 2>/dev/null || true
+    tries=$([[ $signal == INT ]] && echo 30 || echo 10)
+    while ((tries-- > 0)) && alive; do sleep 0.5; done
+  done
+  if alive; then
+    echo "demo.sh: Dagster did not stop within 20 s; killing it" >&2
+    kill -KILL -- "-$dagster" 2>/dev/null || true
+  fi
+}
+trap 'stop_dagster; exit 130' INT TERM
 wait $dagster

@@ -6,8 +6,9 @@ earlier one; a pass that cannot get the lease fails naming the holder.
 Every step that copies records of a flow belongs to the flow's replication pool
 (`replication_pool`): the `replicated_topics` asset (passes, however they are launched: sensor,
 UI, `dagster asset materialize`, `mm2-assets replicate`) and the follower op. With a pool limit
-of 1 (`concurrency: pools: default_limit: 1` in `dagster.yaml`, see
-`mm2_assets/deploy/dagster.yaml`) Dagster lets one of them run at a time:
+of 1, set by name by the flow's driver on its first tick and by `mm2-assets replicate`
+(`dagster_compat.ensure_pool_limit`; see `mm2_assets/deploy/dagster.yaml`), Dagster lets one of
+them run at a time:
 
 - a pass queued behind a follower of its flow waits instead of failing on the writer lease;
 - two passes of one flow would wait for each other's lease, and both start a Spark job.

@@ -63,12 +63,29 @@ def free_pool_slots(instance: dg.DagsterInstance, run_id: str) -> None:
     instance.event_log_storage.free_concurrency_slots_for_run(run_id)
 
 
+def ensure_pool_limit(instance: dg.DagsterInstance, pool: str, limit: int) -> bool:
+    """Give `pool` the limit `limit` unless it has one set by name already (an operator's
+    choice stands); whether it was set now.
+
+    Our pools' limits go by name, not through the instance's `default_limit`, which would
+    also cap every other team's pools on a shared instance; Dagster's public way to set one is
+    its CLI (`dagster instance concurrency set`), which a sensor cannot run.
+    """
+    if not supports_pools(instance):
+        return False
+    storage = instance.event_log_storage
+    named = {p.name for p in storage.get_pool_limits() if not p.from_default}
+    if pool in named:
+        return False
+    storage.set_concurrency_slots(pool, limit)
+    return True
+
+
 def claim_pool_slot(instance: dg.DagsterInstance, pool: str, run_id: str, step: str) -> bool:
     """Claim a slot of `pool` for `step` of `run_id`, as a run's step does when it starts;
     whether it got one. (Lets a test stand in for a follower holding the flow's pool.)"""
-    storage = instance.event_log_storage
-    storage.initialize_concurrency_limit_to_default(pool)
-    return bool(storage.claim_concurrency_slot(pool, run_id, step).is_claimed)
+    ensure_pool_limit(instance, pool, 1)
+    return bool(instance.event_log_storage.claim_concurrency_slot(pool, run_id, step).is_claimed)
 
 
 def latest_check_passed(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> bool | None:

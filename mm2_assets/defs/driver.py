@@ -45,7 +45,9 @@ import time
 import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import send_alerts
+from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.dagster_compat import ensure_pool_limit
 from mm2_assets.defs.health.watch import watch_flow
 from mm2_assets.defs.replication.follower import follower_recovery, follower_request
 from mm2_assets.defs.run_requests import (
@@ -152,6 +154,9 @@ def replication_driver_sensor(
         last: dict[str, float] = dict(state.get("last") or {})
         started = float(state.get("started") or now)  # the driver's first tick
         instance = context.instance
+        if "started" not in state:
+            # One pass or follower of the flow at a time (`concurrency`), by the pool's name.
+            ensure_pool_limit(instance, replication_pool(flow), 1)
         run_requests: list[dg.RunRequest] = []
         notes: list[str] = []
         recovered_run = state.get("recovered")  # the follower run last announced as recovered

@@ -11,6 +11,7 @@ clusters (`kafka down`) and leave no process behind. It needs the demo's fixed p
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -60,6 +61,27 @@ def kafka_status() -> subprocess.CompletedProcess[str]:
     return run_process([sys.executable, "-m", "mm2_assets.cli", "kafka", "status"], timeout=120)
 
 
+STOP_BOUND_S = 30
+"""The promise (README): SIGTERM stops the demo, followers running, within 30 s."""
+
+
+def _follower_runs(port: int) -> int:
+    """Follower runs the demo's webserver on `port` shows as started."""
+    runs_query = (
+        "{ runsOrError(filter: {statuses: [STARTED]}) { ... on Runs { results { jobName } } } }"
+    )
+    query = json.dumps({"query": runs_query}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", data=query, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            runs = json.loads(answer.read())["data"]["runsOrError"]["results"]
+    except (OSError, KeyError, TypeError, ValueError):
+        return 0
+    return sum(1 for run in runs if run["jobName"].endswith("__follower"))
+
+
 def _server_info(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as answer:
@@ -91,6 +113,7 @@ def test_demo_script_serves_dagster_and_sigterm_stops_everything(tmp_path: Path)
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,  # no terminal, as a service manager starts it
             start_new_session=True,
         )
     try:
@@ -110,17 +133,25 @@ def test_demo_script_serves_dagster_and_sigterm_stops_everything(tmp_path: Path)
         assert status.returncode == 0, status.stdout + status.stderr
         assert "primary\t127.0.0.1:19092\trunning" in status.stdout
         assert "backup\t127.0.0.1:19192\trunning" in status.stdout
+        # The driver sensors start the demo's followers: the stop below must end them too.
+        while _follower_runs(ui_port) < 1:
+            assert demo.poll() is None, log_path.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no follower run started:\n" + output[-4000:]
+            time.sleep(2)
     finally:
         # SIGTERM to the script alone, as a service manager stops its main process: harder than
         # Ctrl-C, which a terminal sends to the whole group; the script's trap does the same
         # for both (SIGINT to Dagster's process group, then `kafka down`).
         demo.send_signal(signal.SIGTERM)
         try:
-            demo.wait(timeout=180)
+            demo.wait(timeout=STOP_BOUND_S)
         except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
             demo.wait()
-            pytest.fail("demo.sh did not stop within 180 s of SIGTERM:\n" + log_path.read_text())
+            pytest.fail(
+                f"demo.sh did not stop within {STOP_BOUND_S} s of SIGTERM:\n"
+                + log_path.read_text()[-6000:]
+            )
     assert demo.returncode == 130, log_path.read_text()[-4000:]
     left = session_processes(demo.pid)
     for pid in left:  # not to leak them into the rest of the session

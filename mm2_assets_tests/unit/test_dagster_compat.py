@@ -15,6 +15,7 @@ from mm2_assets.defs.dagster_compat import (
     PLANNED_EVENTS_ENV,
     add_run_tags,
     claim_pool_slot,
+    ensure_pool_limit,
     free_pool_slots,
     latest_check_passed,
     mark_run_failed,
@@ -60,12 +61,23 @@ def test_a_run_whose_process_is_gone_is_marked_failed_with_the_reason(
     ]
 
 
+def test_a_pool_limit_is_set_by_name_unless_an_operator_set_one(
+    instance: dg.DagsterInstance,
+) -> None:
+    assert ensure_pool_limit(instance, "mm2-assets/replication/a", 1)
+    assert not ensure_pool_limit(instance, "mm2-assets/replication/a", 1)  # set already
+    instance.event_log_storage.set_concurrency_slots("mm2-assets/replication/b", 3)
+    assert not ensure_pool_limit(instance, "mm2-assets/replication/b", 1)
+    limits = {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()}
+    assert limits == {"mm2-assets/replication/a": 1, "mm2-assets/replication/b": 3}
+
+
 def test_pool_slots_are_claimed_listed_and_freed(instance: dg.DagsterInstance) -> None:
     assert supports_pools(instance)
     run = _started_run(instance)
     assert pool_holders(instance, "mm2-assets/p") == set()
     assert claim_pool_slot(instance, "mm2-assets/p", run.run_id, "follow")
-    # The pool's limit is 1 (the instance's default): a second run gets no slot.
+    # The pool's limit is 1: a second run gets no slot.
     assert not claim_pool_slot(instance, "mm2-assets/p", _started_run(instance).run_id, "x")
     assert pool_holders(instance, "mm2-assets/p") == {run.run_id}
     free_pool_slots(instance, run.run_id)

@@ -34,7 +34,8 @@ def test_local_instance_keeps_sqlite_with_the_production_limits(tmp_path: Path, 
         instance.get_run_records()  # the first access creates the storage
         assert (tmp_path / "home" / "history" / "runs.db").is_file()  # SQLite's, local
         pools = instance.get_concurrency_config().pool_config
-        assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "op")
+        # No default limit: the flows' pools get theirs by name; other pools are left alone.
+        assert (pools.default_pool_limit, pools.pool_granularity.value) == (None, "op")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 30
     finally:
