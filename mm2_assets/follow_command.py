@@ -146,7 +146,7 @@ def follow(config_path: Path) -> int:
                 thread.join()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        session = spark._session
+        session = spark.started_session()
         if session is not None:
             # The followers are stopped and fenced; the driver JVM (and its Python workers)
             # must be gone before `follow` says it stopped. A SIGTERM sent to the whole

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dagster_pyspark import PySparkResource
-from pydantic import PrivateAttr
+from dagster_pyspark import LazyPySparkResource
 
 from mm2_assets.mm2.spark_settings import SparkSettings
 from mm2_assets.spark.class_archive import driver_java_options
@@ -28,8 +27,8 @@ JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
 REMOTE_ENV = "SPARK_REMOTE"
 
 
-class SparkResource(PySparkResource):
-    """Dagster's PySpark resource, with the session started on first use.
+class SparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy PySpark resource: the session starts on first use.
 
     `master` defaults to `local[*]`; set `remote` (e.g. `sc://spark-connect:15002`), or
     `$SPARK_REMOTE` when `remote` is unset, to run the same job through Spark Connect (for
@@ -49,7 +48,11 @@ class SparkResource(PySparkResource):
     # The MM2 properties file whose secret `mm2assets.spark.conf.*` values the session adds
     # when it starts: Dagster shows a resource's config in its UI, so they are never in it.
     secret_config_file: str | None = None
-    _session: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def _is_dagster_maintained(cls) -> bool:
+        # Ours, built on dagster-pyspark's base: the UI must not say Dagster maintains it.
+        return False
 
     @classmethod
     def from_settings(cls, settings: SparkSettings, config_file: Path | None) -> SparkResource:
@@ -60,9 +63,6 @@ class SparkResource(PySparkResource):
             spark_config=settings.public_conf(),
             secret_config_file=str(config_file) if config_file and settings.secret_conf() else None,
         )
-
-    def setup_for_execution(self, context: Any) -> None:
-        """Nothing at run start: the session starts lazily in `spark_session`."""
 
     def remote_url(self) -> str | None:
         """The Spark Connect server runs use: `remote`, else `$SPARK_REMOTE`, else None."""
@@ -97,16 +97,16 @@ class SparkResource(PySparkResource):
         conf.update(user)
         return conf
 
-    @property
-    def spark_session(self) -> Any:
-        """The SparkSession, created (or joined, if one runs in this process) on first use."""
-        if self._session is None and self.remote_url():
+    def _init_session(self) -> None:
+        """Create the SparkSession (or join the one running in this process) unless it exists:
+        `spark_session` and `spark_context` call it on first use."""
+        if self._spark_session is None and self.remote_url():
             from mm2_assets.spark.connect_session import connect_session
 
             conf = self.effective_config()
             # The server's Python workers get this package from the session (see there).
-            self._session = connect_session(conf.pop("spark.remote"), conf)
-        if self._session is None:
+            self._spark_session = connect_session(conf.pop("spark.remote"), conf)
+        if self._spark_session is None:
             from pyspark.sql import SparkSession
 
             # Workers must import mm2_assets and confluent_kafka: use this interpreter.
@@ -121,5 +121,8 @@ class SparkResource(PySparkResource):
 
                 # Executors elsewhere import mm2_assets from this zip, first on their path.
                 session.sparkContext.addPyFile(str(package_zip()))
-            self._session = session
-        return self._session
+            self._spark_session = session
+
+    def started_session(self) -> Any | None:
+        """The session if one was started through this resource, else None (none starts)."""
+        return self._spark_session
