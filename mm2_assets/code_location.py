@@ -8,10 +8,12 @@ loads nothing.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import dagster as dg
 
+from mm2_assets.defs.alerts.sensors import AlertScope, run_alert_sensors
 from mm2_assets.defs.checkpoints.assets import checkpoint_assets
 from mm2_assets.defs.flows import flow_automation
 from mm2_assets.defs.heartbeats.assets import heartbeats_asset
@@ -24,10 +26,17 @@ from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import MM2Config, default_config_path
 from mm2_assets.mm2.errors import MM2ConfigError
 
+LOCATION_NAME = "mm2_assets"
+"""Prefix of the single-file code location's shared sensors (`mm2_assets__run_failure_alerts`)."""
 
-def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> dg.Definitions:
-    """Every enabled flow's assets, sensors and checks, with the shared resources."""
+
+def build_definitions(
+    config: MM2Config, spark: SparkResource | None = None, *, name: str = LOCATION_NAME
+) -> dg.Definitions:
+    """Every enabled flow's assets, sensors and checks, with the shared resources; `name`
+    prefixes the sensors shared by the flows (unique per code location or component)."""
     assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    scopes: list[AlertScope] = []
     sensors: list[dg.SensorDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []
     jobs: list[dg.JobDefinition] = []
@@ -65,6 +74,8 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
         )
         sensors.extend(automation.sensors)
         checks.extend(automation.checks)
+        if automation.alert_scope is not None:
+            scopes.append(automation.alert_scope)
     # MM2 emits heartbeats for every pair (emit.heartbeats.enabled), replicating or not: that is
     # what lets `upstream_clusters` see a one-way source from the other side.
     enabled = {flow.name for flow in config.flows}
@@ -77,14 +88,20 @@ def build_definitions(config: MM2Config, spark: SparkResource | None = None) -> 
                 # Heartbeats every second from a long-lived run, not a run per heartbeat.
                 follower = follower_job(flow, partitions=None, keys={"heartbeats": heartbeats.key})
                 jobs.append(follower)
-            sensors.extend(
-                flow_automation(
-                    flow, partitions=None, heartbeats=heartbeats, follower=follower
-                ).sensors
+            automation = flow_automation(
+                flow, partitions=None, heartbeats=heartbeats, follower=follower
             )
+            sensors.extend(automation.sensors)
+            if automation.alert_scope is not None:
+                scopes.append(automation.alert_scope)
+    sensors.extend(run_alert_sensors(name, scopes))
+    with warnings.catch_warnings():
+        # Beta in Dagster (the UI's "View code" links), used knowingly: one warning per asset
+        # on every load of the code location would bury the logs.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        linked = dg.with_source_code_references(assets)
     return dg.Definitions(
-        # The UI links each asset to the code that defines it ("View code").
-        assets=dg.with_source_code_references(assets),
+        assets=linked,
         asset_checks=checks,
         sensors=sensors,
         jobs=jobs,

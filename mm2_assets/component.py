@@ -20,6 +20,7 @@ share one resource object, which is what lets Dagster merge the components' Defi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -81,4 +82,6 @@ class MM2Component(dg.Component, dg.Resolvable, dg.Model):
         """
         config = load_config(Path(self.properties) if self.properties else None)
         spark = _shared_spark(SparkResource.from_settings(config.spark, config.source_path))
-        return build_definitions(config, spark)
+        # The component's folder names its shared sensors: unique within the defs folder.
+        name = re.sub(r"[^A-Za-z0-9_]", "_", context.path.name)
+        return build_definitions(config, spark, name=name)

@@ -1,9 +1,10 @@
 """Everything that runs a flow without manual action: sensors, asset checks, alerting.
 
 `flow_automation` builds, for one flow, the KIP-918 topic and group listener sensors, the
-replication driver, the health checks and the alerting sensors. Every asset argument may be
-None (its concern is then left out), so a flow that only emits heartbeats, or a project where
-some asset modules are missing, still gets what applies.
+replication driver, the health checks, and what the run-alert sensors (one pair for all the
+flows of a code location, `alerts.sensors.run_alert_sensors`) watch of it. Every asset
+argument may be None (its concern is then left out), so a flow that only emits heartbeats,
+or a project where some asset modules are missing, still gets what applies.
 """
 
 # No `from __future__ import annotations`: this module builds Dagster definitions.
@@ -12,7 +13,7 @@ from typing import NamedTuple
 
 import dagster as dg
 
-from mm2_assets.defs.alerts.sensors import run_failure_alert_sensor, run_recovery_alert_sensor
+from mm2_assets.defs.alerts.sensors import AlertScope
 from mm2_assets.defs.checkpoints.sensors import group_listener_sensor
 from mm2_assets.defs.driver import replication_driver_sensor
 from mm2_assets.defs.health.checks import flow_health_checks
@@ -27,6 +28,8 @@ class FlowAutomation(NamedTuple):
 
     sensors: list[dg.SensorDefinition]
     checks: list[dg.AssetChecksDefinition]
+    alert_scope: AlertScope | None
+    """The flow's assets for the code location's run-alert sensors (None: it has none)."""
 
 
 def _key(ref: AssetRef) -> dg.AssetKey | None:
@@ -106,7 +109,5 @@ def flow_automation(
         for k in (replicated_key, configs_key, checkpoints_key, synced_key, heartbeats_key)
         if k is not None
     ]
-    if watched:
-        sensors.append(run_failure_alert_sensor(flow, watched, partitions))
-        sensors.append(run_recovery_alert_sensor(flow))
-    return FlowAutomation(sensors=sensors, checks=checks)
+    scope = AlertScope(flow, frozenset(watched), partitions) if watched else None
+    return FlowAutomation(sensors=sensors, checks=checks, alert_scope=scope)

@@ -32,7 +32,6 @@ from mm2_assets.kafka.admin import (
     list_topics,
 )
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
 from mm2_assets.mm2.selection import all_sources, count_hops
@@ -115,20 +114,6 @@ def emit_heartbeat(
             f"cannot write a heartbeat to '{topic}' on cluster '{flow.target.alias}': {reason}"
         )
     return HeartbeatEmission(heartbeat, topic, flow.target.alias, delivered[0][1], created)
-
-
-def read_heartbeats(
-    consumer_config: Mapping[str, str], topic: str, *, timeout: float = READ_TIMEOUT_S
-) -> list[Heartbeat]:
-    """Every heartbeat in `topic` (any partition), oldest first per partition.
-
-    Records that do not decode as heartbeats are skipped with a warning (`read_decoded`).
-    """
-    return list(
-        read_decoded(
-            consumer_config, topic, Heartbeat.from_record, what="heartbeats", timeout=timeout
-        )
-    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,8 +21,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.kafka.admin import admin_client, open_transactions
-from mm2_assets.kafka.heartbeats import read_heartbeats
+from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.launcher import (
     LocalCluster,
     kill_cluster,
@@ -48,7 +47,9 @@ from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
     mm2_properties,
+    open_transactions,
     produce,
+    read_heartbeats,
     recent_ms,
     tricky_records,
     unique,

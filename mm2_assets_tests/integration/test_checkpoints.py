@@ -24,7 +24,6 @@ from mm2_assets.kafka.checkpoint_store import read_checkpoints
 from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
 from mm2_assets.kafka.heartbeats import (
     heartbeat_topics,
-    read_heartbeats,
     replication_hops,
     upstream_clusters,
 )
@@ -43,6 +42,7 @@ from mm2_assets_tests.kafka_helpers import (
     create_topic,
     mm2_properties,
     produce,
+    read_heartbeats,
     recent_ms,
     unique,
 )

@@ -90,8 +90,10 @@ def test_dg_list_defs_shows_each_files_flows_from_its_own_file(home: Path) -> No
             f"{flow}__replication_driver",
             f"{flow}__topic_listener",
             f"{flow}__group_listener",
-            f"{flow}__run_failure_alerts",
         } <= sensors
+    # One pair of run-alert sensors per component, named after its folder.
+    for folder in ("dr", "migration"):
+        assert {f"{folder}__run_failure_alerts", f"{folder}__run_recovery_alerts"} <= sensors
     checks = {c["key"] for c in listed["asset_checks"]}
     assert "east_to_west/replicated_topics:replication_lag" in checks
     assert "legacy_to_cloud/replicated_topics:replication_lag" in checks

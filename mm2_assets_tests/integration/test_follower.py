@@ -17,7 +17,6 @@ import pytest
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
-from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
@@ -31,6 +30,9 @@ from mm2_assets_tests.kafka_helpers import (
     recent_ms,
     tricky_records,
     unique,
+)
+from mm2_assets_tests.kafka_helpers import (
+    open_transactions as kafka_open_transactions,
 )
 
 pytestmark = pytest.mark.integration
@@ -308,7 +310,7 @@ def alert_run_failure(
 ) -> None:
     """Evaluate the flow's run failure alert sensor for `run`, as the daemon would."""
     [failure] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-    sensor = defs.get_repository_def().get_sensor_def(f"{flow.key}__run_failure_alerts")
+    sensor = defs.get_repository_def().get_sensor_def("mm2_assets__run_failure_alerts")
     context = dg.build_run_status_sensor_context(
         sensor_name=sensor.name,
         dagster_instance=instance,

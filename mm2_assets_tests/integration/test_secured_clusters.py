@@ -28,7 +28,6 @@ from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.kafka.broker_security import BrokerSecurity
 from mm2_assets.kafka.checkpoint_store import read_checkpoints
 from mm2_assets.kafka.clients import cluster_client_config, load_checked_config
-from mm2_assets.kafka.heartbeats import read_heartbeats
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
 from mm2_assets.kafka.reachability import ClusterAuthenticationError, verify_cluster_access
 from mm2_assets.mm2.config import CONFIG_ENV
@@ -39,6 +38,7 @@ from mm2_assets_tests.kafka_helpers import (
     create_filled_topic,
     create_topic,
     produce,
+    read_heartbeats,
     recent_ms,
     tricky_records,
     unique,

@@ -138,14 +138,15 @@ def flow_config(
     )
 
 
-SENSOR_KINDS = (
-    "topic_listener",
-    "group_listener",
-    "replication_driver",
-    "run_failure_alerts",
-    "run_recovery_alerts",
-)
-"""Every enabled flow's sensors, named `<flow key>__<kind>`."""
+SENSOR_KINDS = ("topic_listener", "group_listener", "replication_driver")
+"""Every enabled flow's own sensors, named `<flow key>__<kind>`."""
+SHARED_KINDS = ("run_failure_alerts", "run_recovery_alerts")
+"""The sensors every flow of the code location shares, named `mm2_assets__<kind>`."""
+
+
+def sensor_name(flow: FlowConfig, kind: str) -> str:
+    """The name of the sensor `kind` that serves `flow`."""
+    return f"mm2_assets__{kind}" if kind in SHARED_KINDS else f"{flow.key}__{kind}"
 
 
 class Flow:
@@ -171,8 +172,9 @@ class Flow:
         self.defs = defs
         self.repo = defs.get_repository_def()
         # The sensors under test are the ones build_definitions wires in: none built here.
-        for kind in SENSOR_KINDS:
-            assert self.repo.has_sensor_def(f"{key}__{kind}"), f"{key}__{kind} not wired"
+        for kind in SENSOR_KINDS + SHARED_KINDS:
+            name = sensor_name(self.flow, kind)
+            assert self.repo.has_sensor_def(name), f"{name} not wired"
         # Building the definitions loads each listener once to validate it: not a tick.
         RECORDINGS.pop(self.flow.properties.get("test.recording.id", ""), None)
         self.cursors: dict[str, str | None] = {}
@@ -190,7 +192,7 @@ class Flow:
         return list(self.instance.get_dynamic_partitions(self.partitions_name))
 
     def sensor(self, kind: str) -> dg.SensorDefinition:
-        return self.repo.get_sensor_def(f"{self.flow.key}__{kind}")
+        return self.repo.get_sensor_def(sensor_name(self.flow, kind))
 
     def tick(self, kind: str, *, apply: bool = True):
         """Evaluate sensor `kind` like the daemon: cursor carried over, partition requests and
@@ -201,7 +203,7 @@ class Flow:
             instance_ref=self.instance.get_ref(),
             cursor=self.cursors.get(kind),
             definitions=self.defs,
-            sensor_name=f"{self.flow.key}__{kind}",
+            sensor_name=sensor_name(self.flow, kind),
         )
         data = self.sensor(kind).evaluate_tick(context)
         self.cursors[kind] = data.cursor
@@ -802,9 +804,10 @@ def test_definitions_load_without_a_cluster(tmp_path: Path) -> None:
         "a_to_b__topic_listener",
         "a_to_b__group_listener",
         "a_to_b__replication_driver",
-        "a_to_b__run_failure_alerts",
-        "a_to_b__run_recovery_alerts",
     }
+    # One pair of run-alert sensors for every flow of the location, not a pair per flow.
+    shared = {s.name for s in repo.sensor_defs if not s.name.startswith(("a_to_b__", "b_to_a__"))}
+    assert shared == {"mm2_assets__run_failure_alerts", "mm2_assets__run_recovery_alerts"}
     driver = repo.get_sensor_def("a_to_b__replication_driver")
     assert driver.minimum_interval_seconds == 30
     assert driver.default_status == dg.DefaultSensorStatus.RUNNING

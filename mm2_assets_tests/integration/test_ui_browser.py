@@ -113,7 +113,10 @@ def ui(
     env = {"DAGSTER_HOME": str(home), "MM2_CONFIG": str(config)}
     replicated = run_cli("replicate", "--config", str(config), env=env)
     assert replicated.returncode == 0, replicated.stdout + replicated.stderr
-    server = DagsterDev.start(env, work / "dagster-dev.log")
+    # Dagster's freshness daemon judges every 30 s; every 2 s keeps the freshness test short.
+    server = DagsterDev.start(
+        {**env, "FRESHNESS_DAEMON_INTERVAL_SECONDS": "2"}, work / "dagster-dev.log"
+    )
     try:
         with sync_playwright() as playwright:
             context = playwright.chromium.launch_persistent_context(
@@ -316,6 +319,73 @@ def test_materialize_from_the_ui_succeeds(ui: DemoUI) -> None:
     ui.shot("5-run-launched-from-the-ui")
     finished = instance.get_run_by_id(run.run_id)
     assert finished is not None and finished.status == dg.DagsterRunStatus.SUCCESS
+
+
+FRESHNESS_QUERY = """
+query Freshness($path: [String!]!) {
+  assetNodes(assetKeys: [{path: $path}]) { freshnessStatusInfo { freshnessStatus } }
+}
+"""
+SENSOR_QUERY = """
+query Sensor($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) { ... on Sensor { sensorState { id status } } }
+}
+"""
+STOP_SENSOR = """
+mutation Stop($id: String!) { stopSensor(id: $id) { __typename } }
+"""
+START_SENSOR = """
+mutation Start($selector: SensorSelector!) { startSensor(sensorSelector: $selector) { __typename } }
+"""
+TERMINATE = """
+mutation Terminate($runId: String!) { terminateRun(runId: $runId) { __typename } }
+"""
+
+
+def _freshness(ui: DemoUI, asset: str) -> str | None:
+    [node] = ui.server.graphql(FRESHNESS_QUERY, {"path": [ui.flow.key, asset]})["assetNodes"]
+    info = node["freshnessStatusInfo"]
+    return info["freshnessStatus"] if info else None
+
+
+def _wait_freshness(ui: DemoUI, asset: str, status: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        seen = _freshness(ui, asset)
+        if seen == status:
+            return
+        time.sleep(1)  # the freshness daemon evaluates every 2 s here: poll its verdict
+    pytest.fail(f"{asset}'s freshness is {seen}, not {status}, after {timeout} s")
+
+
+def test_freshness_turns_red_when_the_sensors_stop_and_green_again(ui: DemoUI) -> None:
+    """With the driver sensor stopped and its follower run terminated (from the UI's API, as
+    an operator's clicks do), nothing reports heartbeats: their freshness policy fails on
+    Dagster's side alone, and passes again once the sensor runs and restarts the follower."""
+    _wait_freshness(ui, "heartbeats", "HEALTHY", 120)
+    selector = {
+        "repositoryLocationName": "mm2_assets",
+        "repositoryName": "__repository__",
+        "sensorName": f"{ui.flow.key}__replication_driver",
+    }
+    state = ui.server.graphql(SENSOR_QUERY, {"selector": selector})["sensorOrError"]
+    ui.server.graphql(STOP_SENSOR, {"id": state["sensorState"]["id"]})
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    followers = instance.get_runs(
+        dg.RunsFilter(job_name=f"{ui.flow.key}__follower", statuses=[dg.DagsterRunStatus.STARTED])
+    )
+    assert followers, "no follower run to stop"
+    for run in followers:
+        ui.server.graphql(TERMINATE, {"runId": run.run_id})
+    # Heartbeats fail after 3 report intervals, at least Dagster's minute (freshness.py).
+    _wait_freshness(ui, "heartbeats", "DEGRADED", 180)
+    ui.open(f"/assets/{ui.flow.key}/heartbeats")
+    ui.page.wait_for_function("() => !document.body.innerText.includes('Loading')")
+    ui.shot("6-freshness-failing")
+
+    ui.server.graphql(START_SENSOR, {"selector": selector})
+    _wait_freshness(ui, "heartbeats", "HEALTHY", 240)
 
 
 def test_dagster_dev_stops_on_ctrl_c_leaving_no_process(ui: DemoUI) -> None:

@@ -4,7 +4,11 @@
 failures and recoveries by the replication driver that evaluates the checks, and a restarted
 follower's recovery by the driver that keeps it alive.)
 
-- `run_failure_alert_sensor`: a run-failure sensor for the runs that worked on the flow's
+One pair of sensors serves every flow of a code location (`<name>__run_failure_alerts`,
+`<name>__run_recovery_alerts`; `name` is `mm2_assets`, or a component's folder), each alert
+going to its flow's sink:
+
+- `run_failure_alert_sensor`: a run-failure sensor for the runs that worked on a flow's
   assets (requested by our sensors, tag `mm2-assets/flow`, or launched by hand with the
   flow's assets selected); the alert names the flow, the topics of the run's partitions, the
   failed steps and their errors. Work our sensors retry alerts once per incident: the first
@@ -17,6 +21,7 @@ follower's recovery by the driver that keeps it alive.)
 # No `from __future__ import annotations`: Dagster inspects the sensors' context annotations.
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import dagster as dg
 
@@ -58,70 +63,93 @@ def run_topics(
     return [start, end] if start != end else [start]
 
 
-def run_failure_alert_sensor(
-    flow: FlowConfig,
-    asset_keys: Sequence[dg.AssetKey],
-    partitions: dg.DynamicPartitionsDefinition | None = None,
-) -> dg.SensorDefinition:
-    """Alerts on failed runs of the flow's assets (`asset_keys`)."""
-    watched = set(asset_keys)
+class AlertScope(NamedTuple):
+    """What the run-alert sensors watch for one flow: its assets and topic partitions."""
+
+    flow: FlowConfig
+    asset_keys: frozenset[dg.AssetKey]
+    partitions: dg.DynamicPartitionsDefinition | None = None
+
+
+def _scopes_of(run: dg.DagsterRun, scopes: Sequence[AlertScope]) -> list[tuple[AlertScope, bool]]:
+    """The flows a run worked for, each with whether our sensors requested it for that flow
+    (tagged with it) or it was launched by hand with some of the flow's assets selected."""
+    selected = set(run.asset_selection or ())
+    tagged = run.tags.get(FLOW_TAG)
+    return [
+        (scope, scope.flow.key == tagged)
+        for scope in scopes
+        if scope.flow.key == tagged or selected & scope.asset_keys
+    ]
+
+
+def _failure_alert(
+    context: dg.RunFailureSensorContext, scope: AlertScope, tagged: bool
+) -> Alert | None:
+    """The `run_failed` alert of the failed run for `scope`'s flow (None: alerted already)."""
+    run, flow = context.dagster_run, scope.flow
+    work = run.tags.get(WORK_TAG) if tagged else None
+    streak = _streak_of(context.instance, flow, work, run)
+    if streak is not None and streak.failures > 1:
+        # The incident is open and was alerted when its first run failed.
+        context.log.info(
+            f"flow {flow.name}: {work} run {run.run_id[:8]} failed again "
+            f"({streak.failures} in a row); the incident was alerted already"
+        )
+        return None
+    topics = run_topics(run, context.instance, scope.partitions)
+    steps = {
+        event.step_key or "?": step_error_text(event, _ERROR_CHARS)
+        for event in context.get_step_failure_events()
+    }
+    reason = "; ".join(f"{k}: {v}" for k, v in steps.items()) or (
+        context.failure_event.message or "run failed"
+    )
+    assets = sorted("/".join(k.path) for k in set(run.asset_selection or ()) & scope.asset_keys)
+    what = f"topics {', '.join(topics[:20])}" if topics else f"assets {', '.join(assets)}"
+    return Alert(
+        flow=flow.name,
+        kind="run_failed",
+        message=(
+            f"flow {flow.name}: run {run.run_id[:8]} "
+            f"({run.tags.get(WORK_TAG, 'manual')}) failed for {what}: {reason}"
+        )[: 2 * _ERROR_CHARS],
+        topics=tuple(topics),
+        details={
+            "run_id": run.run_id,
+            "job": run.job_name,
+            "assets": assets,
+            "failed_steps": steps,
+            "work": run.tags.get(WORK_TAG, "manual"),
+        },
+    )
+
+
+def run_failure_alert_sensor(name: str, scopes: Sequence[AlertScope]) -> dg.SensorDefinition:
+    """`<name>__run_failure_alerts`: alerts on failed runs of the flows' assets, each to its
+    flow's sink (see the module docstring). One sensor for every flow of a code location."""
 
     @dg.run_failure_sensor(
-        name=f"{flow.key}__run_failure_alerts",
-        description=f"Alerts when a run of flow {flow.name} fails.",
+        name=f"{name}__run_failure_alerts",
+        description="Alerts, to each flow's sink, when a run of the flow fails.",
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def run_failure_alerts(context: dg.RunFailureSensorContext) -> None:
-        run = context.dagster_run
-        selected = set(run.asset_selection or ())
-        if run.tags.get(FLOW_TAG) != flow.key and not selected & watched:
-            return
-        work = run.tags.get(WORK_TAG) if run.tags.get(FLOW_TAG) == flow.key else None
-        streak = _streak_of(context.instance, flow, work, run)
-        if streak is not None and streak.failures > 1:
-            # The incident is open and was alerted when its first run failed.
-            context.log.info(
-                f"flow {flow.name}: {work} run {run.run_id[:8]} failed again "
-                f"({streak.failures} in a row); the incident was alerted already"
-            )
-            return
-        topics = run_topics(run, context.instance, partitions)
-        steps = {
-            event.step_key or "?": step_error_text(event, _ERROR_CHARS)
-            for event in context.get_step_failure_events()
-        }
-        reason = "; ".join(f"{k}: {v}" for k, v in steps.items()) or (
-            context.failure_event.message or "run failed"
-        )
-        assets = sorted("/".join(k.path) for k in selected & watched)
-        what = f"topics {', '.join(topics[:20])}" if topics else f"assets {', '.join(assets)}"
-        alert = Alert(
-            flow=flow.name,
-            kind="run_failed",
-            message=(
-                f"flow {flow.name}: run {run.run_id[:8]} "
-                f"({run.tags.get(WORK_TAG, 'manual')}) failed for {what}: {reason}"
-            )[: 2 * _ERROR_CHARS],
-            topics=tuple(topics),
-            details={
-                "run_id": run.run_id,
-                "job": run.job_name,
-                "assets": assets,
-                "failed_steps": steps,
-                "work": run.tags.get(WORK_TAG, "manual"),
-            },
-        )
-        send_alerts(flow, [alert], context.log)
+        for scope, tagged in _scopes_of(context.dagster_run, scopes):
+            alert = _failure_alert(context, scope, tagged)
+            if alert is not None:
+                send_alerts(scope.flow, [alert], context.log)
 
     return run_failure_alerts
 
 
-def run_recovery_alert_sensor(flow: FlowConfig) -> dg.SensorDefinition:
-    """Alerts once when work of the flow that was failing succeeds again."""
+def run_recovery_alert_sensor(name: str, scopes: Sequence[AlertScope]) -> dg.SensorDefinition:
+    """`<name>__run_recovery_alerts`: alerts once when failing work of a flow succeeds again.
+    One sensor for every flow of a code location."""
 
     @dg.run_status_sensor(
-        name=f"{flow.key}__run_recovery_alerts",
-        description=f"Alerts when failing work of flow {flow.name} succeeds again.",
+        name=f"{name}__run_recovery_alerts",
+        description="Alerts, to each flow's sink, when failing work of the flow succeeds again.",
         run_status=dg.DagsterRunStatus.SUCCESS,
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
@@ -129,13 +157,24 @@ def run_recovery_alert_sensor(flow: FlowConfig) -> dg.SensorDefinition:
         run = context.dagster_run
         work = run.tags.get(WORK_TAG)
         # A follower that stops cleanly is no recovery; the driver announces a follower's.
-        if run.tags.get(FLOW_TAG) != flow.key or not work or work == WORK_FOLLOW:
+        if not work or work == WORK_FOLLOW:
             return
-        streak = _streak_of(context.instance, flow, work, run, including=False)
-        if streak is not None and streak.failures:
-            send_alerts(flow, [recovery_alert(flow, work, run.run_id, streak)], context.log)
+        for scope, tagged in _scopes_of(run, scopes):
+            if not tagged:
+                continue
+            streak = _streak_of(context.instance, scope.flow, work, run, including=False)
+            if streak is not None and streak.failures:
+                alert = recovery_alert(scope.flow, work, run.run_id, streak)
+                send_alerts(scope.flow, [alert], context.log)
 
     return run_recovery_alerts
+
+
+def run_alert_sensors(name: str, scopes: Sequence[AlertScope]) -> list[dg.SensorDefinition]:
+    """The pair of run-alert sensors of a code location's flows (none without a flow)."""
+    if not scopes:
+        return []
+    return [run_failure_alert_sensor(name, scopes), run_recovery_alert_sensor(name, scopes)]
 
 
 def recovery_alert(flow: FlowConfig, work: str, run_id: str, streak: FailureStreak) -> Alert:
