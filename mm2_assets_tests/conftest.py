@@ -27,12 +27,19 @@ SLOW_FIRST = (
 )
 
 
+SPLIT = ("test_broker_faults", "test_one_writer", "test_crash_trials")
+"""Long modules whose tests may run on different workers: each is minutes long and shares
+little (a module's own pair of clusters is then started once per worker that runs it)."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep each module's tests on one worker (they share its module fixtures: clusters,
-    servers, a pass's result) and start the slow modules first."""
+    servers, a pass's result), except the `SPLIT` ones, and start the slow modules first."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__.rsplit(".", 1)[-1]))
+            module = item.module.__name__.rsplit(".", 1)[-1]
+            group = f"{module}::{item.name}" if module in SPLIT else module
+            item.add_marker(pytest.mark.xdist_group(group))
 
     def rank(item: pytest.Item) -> int:
         name = item.module.__name__.rsplit(".", 1)[-1]

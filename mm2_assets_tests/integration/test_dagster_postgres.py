@@ -324,8 +324,9 @@ def test_one_copying_run_per_flow_while_other_flows_run(deployment: Deployment) 
 
 def test_daemon_stops_on_sigterm_leaving_no_process(deployment: Deployment) -> None:
     daemon = deployment.daemon
+    # The daemon runs its code server in a child process (started, or restarted, on its own).
+    wait_for("the daemon's code server", lambda: descendants(daemon.pid), 60)
     below = descendants(daemon.pid)
-    assert below, "the daemon runs its code server in a child process"
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(60) is not None
     # Runs outlive their daemon by design; they end when terminated.
