@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
-from mm2_assets_tests.kafka_helpers import mm2_properties
+from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 
 # Modules that take longest, first: a worker that starts one late would finish last. (Measured
 # with `--durations`; the rest keep their order.)
@@ -109,3 +109,14 @@ def spark_resource():
     session = SparkSession.getActiveSession()
     if session is not None:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    """A pair `primary` and `backup` of the module's own, which its tests may kill, stop and
+    restart (the session's clusters are shared); stopped at the end whatever happened."""
+    clusters = Pair(tmp_path_factory.mktemp("fault-kafka"))
+    try:
+        yield clusters
+    finally:
+        clusters.close()

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from confluent_kafka import (
@@ -21,6 +22,13 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2_assets.kafka.admin import end_offsets
+from mm2_assets.kafka.launcher import (
+    LocalCluster,
+    kill_cluster,
+    restart_cluster,
+    start_clusters,
+    stop_cluster,
+)
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.wire import Heartbeat
 
@@ -266,3 +274,30 @@ def read_heartbeats(
             consumer_config, topic, Heartbeat.from_record, what="heartbeats", timeout=timeout
         )
     )
+
+
+class Pair:
+    """The dedicated clusters by alias; a restarted cluster replaces its entry."""
+
+    def __init__(self, base: Path) -> None:
+        self.clusters = {
+            c.alias: c for c in start_clusters(["primary", "backup"], base, base_port=None)
+        }
+
+    def bootstrap(self, alias: str) -> str:
+        return self.clusters[alias].bootstrap_servers
+
+    def kill(self, alias: str) -> None:
+        kill_cluster(self.clusters[alias])
+
+    def stop(self, alias: str) -> None:
+        stop_cluster(self.clusters[alias])
+
+    def restart(self, alias: str) -> LocalCluster:
+        # From the test's main thread: the JVM dies with the thread that started it.
+        self.clusters[alias] = restart_cluster(self.clusters[alias])
+        return self.clusters[alias]
+
+    def close(self) -> None:
+        for cluster in self.clusters.values():
+            stop_cluster(cluster)

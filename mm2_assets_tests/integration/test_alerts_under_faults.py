@@ -10,7 +10,6 @@ test stops and restarts.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,30 +17,20 @@ import pytest
 from mm2_assets.mm2.config import CONFIG_ENV
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.dagster_dev import DagsterDev
-from mm2_assets_tests.integration.test_broker_faults import Pair, write_config
+from mm2_assets_tests.integration.test_broker_faults import write_config
 from mm2_assets_tests.integration.test_follower import wait_for
 from mm2_assets_tests.integration.test_one_writer import (
     PARTITIONS,
     Writing,
     assert_exactly_once,
 )
-from mm2_assets_tests.kafka_helpers import create_topic, unique
+from mm2_assets_tests.kafka_helpers import Pair, create_topic, unique
 
 pytestmark = pytest.mark.integration
 
 DRIVER_S = 5
 BOUND_S = 2 * DRIVER_S + 30
 """The promise (docs/plugins.md, "What alerts, and when"): within two driver intervals + 30 s."""
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    """`primary` and `backup` of this test only, stopped at the end whatever happened."""
-    clusters = Pair(tmp_path_factory.mktemp("alert-kafka"))
-    try:
-        yield clusters
-    finally:
-        clusters.close()
 
 
 def test_an_outage_of_either_cluster_alerts_while_it_lasts_and_once_when_over(

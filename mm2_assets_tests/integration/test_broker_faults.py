@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -22,13 +22,6 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
-from mm2_assets.kafka.launcher import (
-    LocalCluster,
-    kill_cluster,
-    restart_cluster,
-    start_clusters,
-    stop_cluster,
-)
 from mm2_assets.kafka.remote_cluster_utils import translate_offsets
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
@@ -44,6 +37,7 @@ from mm2_assets_tests.integration.test_follower import (
     wait_for,
 )
 from mm2_assets_tests.kafka_helpers import (
+    Pair,
     consume_all,
     create_filled_topic,
     mm2_properties,
@@ -58,43 +52,6 @@ from mm2_assets_tests.kafka_helpers import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
-
-
-class Pair:
-    """The dedicated clusters by alias; a restarted cluster replaces its entry."""
-
-    def __init__(self, base: Path) -> None:
-        self.clusters = {
-            c.alias: c for c in start_clusters(["primary", "backup"], base, base_port=None)
-        }
-
-    def bootstrap(self, alias: str) -> str:
-        return self.clusters[alias].bootstrap_servers
-
-    def kill(self, alias: str) -> None:
-        kill_cluster(self.clusters[alias])
-
-    def stop(self, alias: str) -> None:
-        stop_cluster(self.clusters[alias])
-
-    def restart(self, alias: str) -> LocalCluster:
-        # From the test's main thread: the JVM dies with the thread that started it.
-        self.clusters[alias] = restart_cluster(self.clusters[alias])
-        return self.clusters[alias]
-
-    def close(self) -> None:
-        for cluster in self.clusters.values():
-            stop_cluster(cluster)
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    """`primary` and `backup` of these tests only, stopped at the end whatever happened."""
-    clusters = Pair(tmp_path_factory.mktemp("fault-kafka"))
-    try:
-        yield clusters
-    finally:
-        clusters.close()
 
 
 FOLLOW = (
