@@ -21,6 +21,10 @@ import dagster as dg
 from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.plugins import call_with_timeout
+
+LISTING_TIMEOUT_S = 40.0
+"""Bound of a listener tick's listing of the source (Dagster gives a sensor tick 60 s)."""
 
 
 class SetChange(Protocol):
@@ -98,7 +102,13 @@ def listener_sensor(flow: FlowConfig, spec: "ListenerSpec[Any, Any]") -> dg.Sens
                 "computed on the first tick"
             )
         previous = spec.from_cursor(state.get(subject) if state else None)
-        current = spec.current()
+        # Bounded below Dagster's sensor deadline (60 s) whatever the cluster does: a tick that
+        # cannot list fails with this error (and the next tick tries again), never times out.
+        current = call_with_timeout(
+            f"flow {flow.name}: listing the {subject} of cluster '{flow.source.alias}'",
+            spec.current,
+            LISTING_TIMEOUT_S,
+        )
         change = spec.between(previous, current)
         reaction = spec.react(context, current, change)
 

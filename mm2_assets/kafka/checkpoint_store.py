@@ -14,7 +14,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, TopicPartition
@@ -79,12 +79,9 @@ def newest_checkpoint_timestamp(flow: FlowConfig, *, timeout: float = 5.0) -> in
     """Timestamp (ms) of the last record in the flow's checkpoints topic, or None."""
     topic = checkpoints_topic(flow)
     consumer = Consumer(
-        {
-            **client_config(flow, "target", "consumer"),
-            "group.id": "mm2-assets-checkpoint-probe",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
+        committed_reader_config(
+            client_config(flow, "target", "consumer"), "mm2-assets-checkpoint-probe"
+        )
     )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)

@@ -35,6 +35,7 @@ __all__ = [
     "client_translation",
     "cluster_client_config",
     "cluster_client_translation",
+    "committed_reader_config",
     "load_checked_config",
     "resolved_flows",
 ]
@@ -45,6 +46,25 @@ __all__ = [
 _CACHE_SIZE = 512
 # The Java settings naming trust and key store files.
 _STORE_LOCATION_KEYS = ("ssl.truststore.location", "ssl.keystore.location")
+
+
+def committed_reader_config(
+    base: Mapping[str, object], group_id: str, *extras: Mapping[str, object]
+) -> dict[str, object]:
+    """A consumer configuration on `base` (a cluster's consumer settings) that reads committed
+    records only and never stores offsets: every reader of ours (copy tasks, internal topics,
+    probes) is one. `group_id` names the reader in the brokers' logs; `extras` are the
+    reader's own fetch and EOF settings, applied in order."""
+    config: dict[str, object] = {
+        **base,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+    }
+    for extra in extras:
+        config.update(extra)
+    return config
 
 
 @lru_cache(maxsize=_CACHE_SIZE)

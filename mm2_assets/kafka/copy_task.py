@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,6 +29,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from mm2_assets.kafka.clients import committed_reader_config
 from mm2_assets.kafka.progress_store import read_progress
 from mm2_assets.kafka.topic_reader import TopicReadError
 from mm2_assets.kafka.transactions import PRODUCER_GUARANTEES, init_transactional_producer
@@ -349,22 +350,23 @@ FOLLOWER_ATTEMPTS = 5
 between gives up: its job, then its run, fails and is restarted (and alerted on) by its host."""
 
 
-def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) -> list[CopyResult]:
+def run_copy_task(spec: CopyTaskSpec) -> list[CopyResult]:
     """Copy the spec's partitions from their committed progress; one result per partition.
 
-    A pass returns once every partition reached its end offset. A follower returns only when
-    `stop()` says so (after committing its open transaction), or raises CopyError. A follower
+    A pass returns once every partition reached its end offset. A follower runs until its
+    Spark job is cancelled (its worker is killed; the open transaction is aborted by the
+    broker or fenced by the next writer), or raises CopyError. A follower
     that fails (the target stalled past its transaction timeout, a broker restarting) starts
     over by itself, from the committed progress with a new producer, after a back-off: only
     its partitions pause, not the flow. Repeated failures, or a writer lease taken over, raise.
     """
     if not spec.follows:
-        return _copy_from_progress(spec, stop)
+        return _copy_from_progress(spec)
     failures = 0
     while True:
         commits = [0]  # transactions the attempt committed
         try:
-            return _copy_from_progress(spec, stop, commits)
+            return _copy_from_progress(spec, commits)
         except (CopyError, KafkaException, TopicReadError) as exc:
             if isinstance(exc.__cause__, WriterLeaseLost):
                 raise
@@ -381,14 +383,10 @@ def run_copy_task(spec: CopyTaskSpec, stop: Callable[[], bool] | None = None) ->
                 failures + 1,
                 FOLLOWER_ATTEMPTS,
             )
-            if stop is not None and stop():
-                raise
             time.sleep(delay)
 
 
-def _copy_from_progress(
-    spec: CopyTaskSpec, stop: Callable[[], bool] | None, commits: list[int] | None = None
-) -> list[CopyResult]:
+def _copy_from_progress(spec: CopyTaskSpec, commits: list[int] | None = None) -> list[CopyResult]:
     """One attempt of `run_copy_task`; `commits[0]` counts its committed transactions."""
     started_at = time.time()
     producer = start_transactional_producer(spec)
@@ -439,7 +437,7 @@ def _copy_from_progress(
     if not all(lane.done for lane in lanes):
         copier = _Copier(spec, producer, lanes, commits)
         try:
-            copier.run(stop)
+            copier.run()
         finally:
             copier.close()
     finished_at = time.time()
@@ -470,21 +468,17 @@ class _Copier:
         self.txn_records = 0
         self.txn_bytes = 0
         self.consumer = Consumer(
-            {
-                **_CONSUMER_DEFAULTS,
-                **spec.source_consumer,
-                "group.id": spec.source_consumer.get("group.id", "mm2-assets-copy"),
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
+            committed_reader_config(
+                {**_CONSUMER_DEFAULTS, **spec.source_consumer},
+                spec.source_consumer.get("group.id", "mm2-assets-copy"),
                 # The end of the log: where a pass ends, and for both modes how far the
                 # partition is read when its last offsets hold no record (markers).
-                "enable.partition.eof": True,
+                {"enable.partition.eof": True},
                 # A position retention already deleted is a gap to report, and a position past
                 # the log end a recreated topic: both are handled in `_out_of_range`, never
                 # silently reset.
-                "auto.offset.reset": "error",
-            }
+                {"auto.offset.reset": "error"},
+            )
         )
         self.sync_producer: Producer | None = None
         if not spec.offset_syncs_on_target:
@@ -665,8 +659,8 @@ class _Copier:
             # Paused, not unassigned: unassigning one partition means assigning all anew.
             self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
 
-    def run(self, stop: Callable[[], bool] | None) -> None:
-        """Copy until every partition reached its end offset, or (following) until `stop()`."""
+    def run(self) -> None:
+        """Copy until every partition reached its end offset, or (following) until killed."""
         spec = self.spec
         self._assign()
         follows = spec.follows
@@ -676,8 +670,6 @@ class _Copier:
         in_txn = False
         while True:
             if follows:
-                if stop is not None and stop():
-                    break
                 wanted = CONSUME_BATCH
                 timeout = max(0.0, deadline - time.monotonic()) if in_txn else interval
             else:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import (
@@ -96,15 +96,11 @@ class ProgressTracker:
         self.topic = progress_topic(flow.source.alias)
         self.progress: dict[PartitionKey, Progress] = {}
         self._consumer = Consumer(
-            {
-                **client_config(flow, "target", "consumer"),
-                "group.id": "mm2-assets-progress-tracker",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 50,
-            }
+            committed_reader_config(
+                client_config(flow, "target", "consumer"),
+                "mm2-assets-progress-tracker",
+                {"auto.offset.reset": "earliest", "fetch.wait.max.ms": 50},
+            )
         )
         self._consumer.assign(
             [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PROGRESS_PARTITIONS)]

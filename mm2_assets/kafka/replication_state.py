@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.mm2_adoption import adopt_mm2_positions
 from mm2_assets.kafka.progress_store import PartitionKey, read_flow_progress
 from mm2_assets.mm2.config import FlowConfig
@@ -199,15 +199,11 @@ def oldest_unreplicated_timestamps(
     lagging = sorted((s for s in states if s.lag > 0), key=lambda s: -s.lag)[:max_partitions]
     if not lagging:
         return {}
-    config = {
-        **client_config(flow, "source", "consumer"),
-        "group.id": "mm2-assets-lag-probe",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "isolation.level": "read_committed",
-        "fetch.max.bytes": 1_048_576,
-        "max.partition.fetch.bytes": 65_536,
-    }
+    config = committed_reader_config(
+        client_config(flow, "source", "consumer"),
+        "mm2-assets-lag-probe",
+        {"fetch.max.bytes": 1_048_576, "max.partition.fetch.bytes": 65_536},
+    )
     consumer = Consumer(config)
     found: dict[tuple[str, int], int] = {}
     try:

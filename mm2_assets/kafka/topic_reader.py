@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from mm2_assets.kafka.clients import committed_reader_config
 from mm2_assets.mm2.wire import WireFormatError
 
 log = logging.getLogger(__name__)
@@ -66,18 +67,15 @@ def read_to_end(
     """Yield every committed record of `topic` (all partitions, or `partitions`) in offset order
     per partition, up to the end offsets seen when the read starts. A missing topic or
     partition yields nothing."""
-    config = {
-        **consumer_config,
-        "group.id": consumer_config.get("group.id", "mm2-assets-reader"),
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "isolation.level": "read_committed",
+    config = committed_reader_config(
+        consumer_config,
+        consumer_config.get("group.id", "mm2-assets-reader"),
         # In read_committed mode EOF comes at the last stable offset: an open transaction
         # of a concurrent writer does not stall the read.
-        "enable.partition.eof": True,
+        {"enable.partition.eof": True},
         # A one-shot read: do not let the broker park the final (empty) fetch for 500 ms.
-        "fetch.wait.max.ms": 10,
-    }
+        {"fetch.wait.max.ms": 10},
+    )
     consumer = Consumer(config)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)
@@ -173,17 +171,13 @@ def read_decoded(
 def committed_consumer(consumer_config: Mapping[str, str], *, group_id: str) -> Consumer:
     """A consumer for `read_partition_from`: read_committed, no commits, EOF events on."""
     return Consumer(
-        {
-            **consumer_config,
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
+        committed_reader_config(
+            consumer_config,
+            group_id,
             # Below the log start the read begins at the log start (the caller sees the gap).
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 10,
-        }
+            {"enable.partition.eof": True, "auto.offset.reset": "earliest"},
+            {"fetch.wait.max.ms": 10},
+        )
     )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.topic_reader import TopicReadError, watermarks
 from mm2_assets.kafka.transactions import fence_transactional_ids, init_transactional_producer
 from mm2_assets.mm2.config import FlowConfig
@@ -69,14 +69,7 @@ def this_process(what: str) -> Holder:
 
 def _lease_consumer(config: Mapping[str, str]) -> Consumer:
     return Consumer(
-        {
-            **config,
-            "group.id": "mm2-assets-writer-lease",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10,
-        }
+        committed_reader_config(config, "mm2-assets-writer-lease", {"fetch.wait.max.ms": 10})
     )
 
 
