@@ -41,6 +41,8 @@ driver's first tick (the start of its grace period).
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
 
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 import dagster as dg
 
@@ -61,6 +63,7 @@ from mm2_assets.defs.run_requests import (
     run_tags,
     work_history,
 )
+from mm2_assets.kafka.replication_state import LagSnapshot
 from mm2_assets.mm2.config import FlowConfig
 
 
@@ -76,6 +79,239 @@ def in_grace(
         if records and records[0].start_time and not records[0].dagster_run.is_finished:
             since = max(since, records[0].start_time)
     return now < since + flow.mm2assets_checks_grace_seconds
+
+
+@dataclass(frozen=True)
+class DriverPlan:
+    """What a flow's driver drives, fixed when the definitions load."""
+
+    flow: FlowConfig
+    partitions: dg.DynamicPartitionsDefinition | None
+    replicated_topics: dg.AssetKey | None
+    topic_configs: dg.AssetKey | None
+    checkpoints: dg.AssetKey | None
+    follower: dg.JobDefinition | None
+    checks: bool
+    control: tuple[tuple[str, dg.AssetKey | None, bool, int], ...]
+    """(cursor name, asset key, enabled, period) of the small interval-driven assets."""
+
+    @property
+    def tick(self) -> int:
+        """The driver's interval (seconds)."""
+        return self.flow.mm2assets_driver_interval_seconds
+
+    @property
+    def batch(self) -> bool:
+        """Batch mode: the driver requests passes; else a follower run does 1. and 2."""
+        return self.follower is None
+
+
+@dataclass
+class DriverTick:
+    """One evaluation of the driver: what it requests, notes and keeps in its cursor."""
+
+    plan: DriverPlan
+    context: dg.SensorEvaluationContext
+    now: float
+    state: dict[str, Any]
+    last: dict[str, float] = field(default_factory=dict)
+    run_requests: list[dg.RunRequest] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def flow(self) -> FlowConfig:
+        """The flow driven."""
+        return self.plan.flow
+
+    def due(self, name: str, period: int) -> bool:
+        """Whether the work `name` was last done (or requested) `period` seconds ago or more."""
+        return self.now - float(self.last.get(name, 0.0)) >= period
+
+    def held(self, work: str) -> str | None:
+        """Why `work` waits (in flight, or backing off after failures), None if it may go."""
+        return retry_hold(
+            self.context.instance, self.flow, work, base_delay=self.plan.tick, now=self.now
+        )
+
+    def note(self, text: str) -> None:
+        """A line for the tick's skip reason or log."""
+        self.notes.append(f"{self.flow.name}: {text}")
+
+    def keep_follower(self) -> str | None:
+        """Follow mode: keep one follower run alive and announce its recovery once; the run id
+        last announced as recovered."""
+        flow, instance, follower = self.flow, self.context.instance, self.plan.follower
+        assert follower is not None
+        request, note = follower_request(
+            instance, flow, follower.name, base_delay=self.plan.tick, now=self.now
+        )
+        self.note(note)
+        if request is not None:
+            self.run_requests.append(request)
+        recovered = follower_recovery(instance, flow, now=self.now)
+        if recovered is not None and recovered.details["run_id"] != self.state.get("recovered"):
+            send_alerts(flow, [recovered], self.context.log)
+            return recovered.details["run_id"]
+        return self.state.get("recovered")
+
+    def replicate_new_data(self, snapshot: LagSnapshot | None) -> None:
+        """1. One run over the topics whose source moved past their committed progress."""
+        plan = self.plan
+        assert plan.replicated_topics is not None and plan.partitions is not None
+        self.keys = list(self.context.instance.get_dynamic_partitions(plan.partitions.name))
+        if snapshot is None:
+            self.note("replication lag unknown, nothing requested")
+            return
+        present = set(self.keys)
+        lagging = [t for t in snapshot.lagging_topics if t in present]
+        if not lagging:
+            return
+        hold = self.held(WORK_REPLICATE)
+        if hold:
+            self.note(f"{len(lagging)} topics lag; {hold}")
+            return
+        request = partition_range_request(
+            self.keys,
+            lagging,
+            asset_selection=[plan.replicated_topics],
+            tags=run_tags(self.flow, WORK_REPLICATE, "new-data"),
+        )
+        if request is not None:
+            lag = snapshot.lag_by_topic()
+            self.context.log.info(
+                f"{self.flow.name}: replicating {len(lagging)} topics with new data: "
+                + ", ".join(f"{t} (+{lag[t]})" for t in lagging[:20])
+            )
+            self.run_requests.append(request)
+
+    def interval_work(self) -> None:
+        """2. Heartbeats, checkpoints and group offset syncs in one small run; topic configs
+        over every topic partition (batch mode)."""
+        plan = self.plan
+        due_control = [
+            (name, key)
+            for name, key, on, period in plan.control
+            if key and on and self.due(name, period)
+        ]
+        hold = due_control and self.held(WORK_CONTROL)
+        if hold:
+            self.note(f"interval work due; {hold}")
+        elif due_control:
+            keys = [key for _, key in due_control if key is not None]
+            self.run_requests.append(control_request(self.flow, keys, "interval"))
+            for name, _ in due_control:
+                self.last[name] = self.now
+        configs_every = max(self.flow.sync_topic_configs_interval_seconds, plan.tick)
+        if (
+            not plan.batch
+            or plan.topic_configs is None
+            or plan.partitions is None
+            or not self.due("topic_configs", configs_every)
+        ):
+            return
+        hold = self.held(WORK_TOPIC_CONFIGS)
+        if hold:
+            self.note(f"topic config sync due; {hold}")
+            return
+        instance = self.context.instance
+        present = self.keys or list(instance.get_dynamic_partitions(plan.partitions.name))
+        request = partition_range_request(
+            present,
+            present,
+            asset_selection=[plan.topic_configs],
+            tags=run_tags(self.flow, WORK_TOPIC_CONFIGS, "interval"),
+        )
+        if request is not None:
+            self.run_requests.append(request)
+        self.last["topic_configs"] = self.now
+
+
+def _control(
+    flow: FlowConfig,
+    tick: int,
+    heartbeats: dg.AssetKey | None,
+    checkpoints: dg.AssetKey | None,
+    synced_group_offsets: dg.AssetKey | None,
+) -> tuple[tuple[str, dg.AssetKey | None, bool, int], ...]:
+    """The batch driver's small interval-driven assets, MM2's periods rounded up to its tick."""
+    return (
+        (
+            "heartbeats",
+            heartbeats,
+            flow.emit_heartbeats_enabled,
+            max(flow.emit_heartbeats_interval_seconds, tick),
+        ),
+        (
+            "checkpoints",
+            checkpoints,
+            flow.emit_checkpoints_enabled,
+            max(flow.emit_checkpoints_interval_seconds, tick),
+        ),
+        (
+            "synced_group_offsets",
+            synced_group_offsets,
+            flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
+            max(flow.sync_group_offsets_interval_seconds, tick),
+        ),
+    )
+
+
+def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """One tick of the flow's driver (see the module docstring)."""
+    flow, instance = plan.flow, context.instance
+    now = time.time()
+    state = read_cursor(context.cursor) or {}
+    tick = DriverTick(plan, context, now, state, last=dict(state.get("last") or {}))
+    started = float(state.get("started") or now)  # the driver's first tick
+    if "started" not in state:
+        # One pass or follower of the flow at a time (`concurrency`), by the pool's name.
+        ensure_pool_limit(instance, replication_pool(flow), 1)
+
+    # 0. Watch the clusters, the follower's progress and the health (bounded calls).
+    checks_due = plan.checks and tick.due(
+        "checks", max(flow.mm2assets_checks_interval_seconds, plan.tick)
+    )
+    watched = watch_flow(
+        flow,
+        instance,
+        state={"checks": state.get("checks") or {}, **(state.get("watch") or {})},
+        follow=not plan.batch,
+        evaluate_checks=checks_due,
+        in_grace=in_grace(instance, flow, started, now, follow=not plan.batch),
+        replicated_topics=plan.replicated_topics,
+        checkpoints=plan.checkpoints,
+    )
+    send_alerts(flow, watched.alerts, context.log)
+    tick.notes.extend(f"{flow.name}: {note}" for note in watched.notes)
+    if checks_due and watched.evaluations:
+        tick.last["checks"] = now
+
+    recovered_run = state.get("recovered")  # the follower run last announced as recovered
+    if not plan.batch:
+        recovered_run = tick.keep_follower()
+    elif plan.replicated_topics is not None and plan.partitions is not None:
+        tick.replicate_new_data(watched.snapshot)
+    tick.interval_work()
+
+    watch_state = dict(watched.state)
+    cursor = write_cursor(
+        {
+            "last": tick.last,
+            "checks": watch_state.pop("checks", {}),
+            "watch": watch_state,
+            "recovered": recovered_run,
+            "started": started,
+        }
+    )
+    if not tick.run_requests:
+        reason = "; ".join(tick.notes) or f"{flow.name}: nothing to replicate or due"
+        return dg.SensorResult(skip_reason=reason, asset_events=watched.evaluations, cursor=cursor)
+    for note in tick.notes:
+        context.log.info(note)
+    return dg.SensorResult(
+        run_requests=tick.run_requests, asset_events=watched.evaluations, cursor=cursor
+    )
 
 
 def replication_driver_sensor(
@@ -97,7 +333,6 @@ def replication_driver_sensor(
     job; with it the driver runs the flow in follow mode.
     """
     tick = flow.mm2assets_driver_interval_seconds
-    checks_every = max(flow.mm2assets_checks_interval_seconds, tick)
     targets = [
         k
         for k in (replicated_topics, topic_configs, checkpoints, synced_group_offsets, heartbeats)
@@ -105,37 +340,20 @@ def replication_driver_sensor(
     ]
     if not targets and follower is None:
         return None
-    # Follow mode: the follower run replicates and does the interval work (1. and 2.).
-    batch = follower is None
-    if partitions is None:
-        replicated_topics = topic_configs = None  # partitioned assets need the partitions
-
-    # (cursor name, asset key, enabled, period) of the small interval-driven assets.
-    control = (
-        []
-        if not batch
-        else [
-            (
-                "heartbeats",
-                heartbeats,
-                flow.emit_heartbeats_enabled,
-                max(flow.emit_heartbeats_interval_seconds, tick),
-            ),
-            (
-                "checkpoints",
-                checkpoints,
-                flow.emit_checkpoints_enabled,
-                max(flow.emit_checkpoints_interval_seconds, tick),
-            ),
-            (
-                "synced_group_offsets",
-                synced_group_offsets,
-                flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
-                max(flow.sync_group_offsets_interval_seconds, tick),
-            ),
-        ]
+    with_partitions = partitions is not None  # partitioned assets need the partitions
+    plan = DriverPlan(
+        flow=flow,
+        partitions=partitions,
+        replicated_topics=replicated_topics if with_partitions else None,
+        topic_configs=topic_configs if with_partitions else None,
+        checkpoints=checkpoints,
+        follower=follower,
+        checks=checks,
+        # Follow mode: the follower run does the interval work.
+        control=()
+        if follower is not None
+        else _control(flow, tick, heartbeats, checkpoints, synced_group_offsets),
     )
-    configs_every = max(flow.sync_topic_configs_interval_seconds, tick)
 
     @dg.sensor(
         name=f"{flow.key}__replication_driver",
@@ -149,131 +367,6 @@ def replication_driver_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def replication_driver(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        now = time.time()
-        state = read_cursor(context.cursor) or {}
-        last: dict[str, float] = dict(state.get("last") or {})
-        started = float(state.get("started") or now)  # the driver's first tick
-        instance = context.instance
-        if "started" not in state:
-            # One pass or follower of the flow at a time (`concurrency`), by the pool's name.
-            ensure_pool_limit(instance, replication_pool(flow), 1)
-        run_requests: list[dg.RunRequest] = []
-        notes: list[str] = []
-        recovered_run = state.get("recovered")  # the follower run last announced as recovered
-
-        def due(name: str, period: int) -> bool:
-            return now - float(last.get(name, 0.0)) >= period
-
-        def held(work: str) -> str | None:
-            """Why `work` waits (in flight, or backing off after failures), None if it may go."""
-            return retry_hold(instance, flow, work, base_delay=tick, now=now)
-
-        # 0. Watch the clusters, the follower's progress and the health (bounded calls).
-        checks_due = checks and due("checks", checks_every)
-        watched = watch_flow(
-            flow,
-            instance,
-            state={"checks": state.get("checks") or {}, **(state.get("watch") or {})},
-            follow=not batch,
-            evaluate_checks=checks_due,
-            in_grace=in_grace(instance, flow, started, now, follow=not batch),
-            replicated_topics=replicated_topics,
-            checkpoints=checkpoints,
-        )
-        send_alerts(flow, watched.alerts, context.log)
-        notes.extend(f"{flow.name}: {note}" for note in watched.notes)
-        if checks_due and watched.evaluations:
-            last["checks"] = now
-        snapshot = watched.snapshot
-
-        # Follow mode: one follower run does 1. and 2.
-        keys: list[str] = []
-        if follower is not None:
-            request, note = follower_request(
-                instance, flow, follower.name, base_delay=tick, now=now
-            )
-            notes.append(f"{flow.name}: {note}")
-            if request is not None:
-                run_requests.append(request)
-            recovered = follower_recovery(instance, flow, now=now)
-            if recovered is not None and recovered.details["run_id"] != state.get("recovered"):
-                send_alerts(flow, [recovered], context.log)
-                recovered_run = recovered.details["run_id"]
-
-        # 1. New data.
-        if batch and replicated_topics is not None and partitions is not None:
-            keys = list(instance.get_dynamic_partitions(partitions.name))
-            if snapshot is None:
-                notes.append(f"{flow.name}: replication lag unknown, nothing requested")
-            present = set(keys)
-            lagging = [t for t in snapshot.lagging_topics if t in present] if snapshot else []
-            hold = lagging and held(WORK_REPLICATE)
-            if hold:
-                notes.append(f"{flow.name}: {len(lagging)} topics lag; {hold}")
-            elif lagging:
-                request = partition_range_request(
-                    keys,
-                    lagging,
-                    asset_selection=[replicated_topics],
-                    tags=run_tags(flow, WORK_REPLICATE, "new-data"),
-                )
-                if request is not None:
-                    lag = snapshot.lag_by_topic()
-                    context.log.info(
-                        f"{flow.name}: replicating {len(lagging)} topics with new data: "
-                        + ", ".join(f"{t} (+{lag[t]})" for t in lagging[:20])
-                    )
-                    run_requests.append(request)
-
-        # 2. Interval-driven work.
-        due_control = [(n, k) for n, k, on, period in control if k and on and due(n, period)]
-        hold = due_control and held(WORK_CONTROL)
-        if hold:
-            notes.append(f"{flow.name}: interval work due; {hold}")
-        elif due_control:
-            run_requests.append(control_request(flow, [k for _, k in due_control], "interval"))
-            for name, _ in due_control:
-                last[name] = now
-        if (
-            batch
-            and topic_configs is not None
-            and partitions is not None
-            and due("topic_configs", configs_every)
-        ):
-            hold = held(WORK_TOPIC_CONFIGS)
-            if hold:
-                notes.append(f"{flow.name}: topic config sync due; {hold}")
-            else:
-                present = keys or list(instance.get_dynamic_partitions(partitions.name))
-                request = partition_range_request(
-                    present,
-                    present,
-                    asset_selection=[topic_configs],
-                    tags=run_tags(flow, WORK_TOPIC_CONFIGS, "interval"),
-                )
-                if request is not None:
-                    run_requests.append(request)
-                last["topic_configs"] = now
-
-        watch_state = dict(watched.state)
-        cursor = write_cursor(
-            {
-                "last": last,
-                "checks": watch_state.pop("checks", {}),
-                "watch": watch_state,
-                "recovered": recovered_run,
-                "started": started,
-            }
-        )
-        if not run_requests:
-            reason = "; ".join(notes) or f"{flow.name}: nothing to replicate or due"
-            return dg.SensorResult(
-                skip_reason=reason, asset_events=watched.evaluations, cursor=cursor
-            )
-        for note in notes:
-            context.log.info(note)
-        return dg.SensorResult(
-            run_requests=run_requests, asset_events=watched.evaluations, cursor=cursor
-        )
+        return drive(plan, context)
 
     return replication_driver
