@@ -30,9 +30,10 @@ from confluent_kafka import (
 )
 
 from mm2_assets.kafka.clients import committed_reader_config
+from mm2_assets.kafka.offset_sync_writer import OffsetSyncWriter
 from mm2_assets.kafka.progress_store import read_progress
 from mm2_assets.kafka.topic_reader import TopicReadError
-from mm2_assets.kafka.transactions import PRODUCER_GUARANTEES, init_transactional_producer
+from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.kafka.writer_lease import LeaseToken, WriterLeaseLost, check_lease
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
@@ -212,92 +213,20 @@ class _Lane:
     position: int
     done: bool = False
     batch: _Batch = field(default_factory=_Batch)
-    # Followers throttle offset syncs (see `_Copier._syncs`): the last sync written, and the
-    # newest mapping not yet written.
-    last_synced_upstream: int | None = None
-    pending_sync: tuple[int, int] | None = None
     # Carried into every progress record of the lane (see `Progress`).
     downstream_next: int = 0
     lost_total: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(source topic, partition)."""
+        return (self.range.source_topic, self.range.partition)
 
     @property
     def unrecorded(self) -> bool:
         """The lane moved past offsets that hold no record to copy (transaction markers,
         aborted or compacted records, a retention gap) and no progress says so yet."""
         return not self.batch.upstream and self.position > self.result.next_offset
-
-
-def offset_syncs_for_batch(
-    upstream: array, first_downstream: int, last_downstream: int, offset_lag_max: int
-) -> list[tuple[int, int]]:
-    """(upstream, downstream) syncs for one transaction's records, in order.
-
-    Records of one transaction to one partition normally land on consecutive downstream
-    offsets; then a sync is emitted at the first record, at every upstream gap (on both sides
-    of it, so offsets inside a gap translate exactly), every `offset_lag_max` records and at
-    the last record. If other writers interleaved (offsets not consecutive) only the first
-    and last records are exact, and only those are emitted; translation stays safe because
-    MM2's rule never moves past a sync by more than one offset. `upstream` is strictly
-    increasing (offsets of one partition, in order).
-    """
-    n = len(upstream)
-    if n == 0:
-        return []
-    if last_downstream - first_downstream != n - 1:
-        ends = [(upstream[0], first_downstream)]
-        if n > 1:
-            ends.append((upstream[-1], last_downstream))
-        return ends
-    step = max(1, offset_lag_max)
-    if upstream[-1] - upstream[0] != n - 1:
-        return _offset_syncs_by_scan(upstream, first_downstream, step)
-    # No upstream gap (the usual case): the scan's picks are every `step`-th record plus the
-    # last, computed without a Python step per record.
-    indexes = list(range(0, n, step))
-    if indexes[-1] != n - 1:
-        indexes.append(n - 1)
-    first_upstream = upstream[0]
-    return [(first_upstream + i, first_downstream + i) for i in indexes]
-
-
-def throttle_offset_syncs(
-    syncs: list[tuple[int, int]], upstream: array, last_synced: int | None, offset_lag_max: int
-) -> tuple[list[tuple[int, int]], int | None, tuple[int, int] | None]:
-    """A follower's share of one transaction's `syncs` (see `_Copier._syncs`).
-
-    Keeps the syncs at upstream gaps (either side) and those at least `offset_lag_max`
-    upstream offsets past the last written one (`last_synced`; None: nothing written yet, so
-    the first is kept). Returns the kept syncs, the new last written upstream offset, and the
-    newest mapping when it was not kept (to be written once the partition goes quiet).
-    """
-    gap_edges: set[int] = set()
-    if upstream[-1] - upstream[0] != len(upstream) - 1:
-        for i in range(1, len(upstream)):
-            if upstream[i] != upstream[i - 1] + 1:
-                gap_edges.update((upstream[i - 1], upstream[i]))
-    kept: list[tuple[int, int]] = []
-    for up, down in syncs:
-        if up in gap_edges or last_synced is None or up - last_synced >= offset_lag_max:
-            kept.append((up, down))
-            last_synced = up
-    newest = syncs[-1]
-    return kept, last_synced, None if kept and kept[-1] == newest else newest
-
-
-def _offset_syncs_by_scan(
-    upstream: array, first_downstream: int, step: int
-) -> list[tuple[int, int]]:
-    """`offset_syncs_for_batch` for consecutive downstream offsets, record by record."""
-    n = len(upstream)
-    syncs: list[tuple[int, int]] = []
-    last_synced = -1
-    for i in range(n):
-        gap_after = i + 1 < n and upstream[i + 1] != upstream[i] + 1
-        gap_before = i > 0 and upstream[i] != upstream[i - 1] + 1
-        if i == 0 or i == n - 1 or gap_after or gap_before or i - last_synced >= step:
-            syncs.append((upstream[i], first_downstream + i))
-            last_synced = i
-    return syncs
 
 
 def committed_progress(spec: CopyTaskSpec) -> dict[tuple[str, int], Progress]:
@@ -480,35 +409,19 @@ class _Copier:
                 {"auto.offset.reset": "error"},
             )
         )
-        self.sync_producer: Producer | None = None
-        if not spec.offset_syncs_on_target:
-            self.sync_producer = Producer({**spec.source_producer, **PRODUCER_GUARANTEES})
+        self.syncs = OffsetSyncWriter(
+            flow=spec.flow,
+            topic=spec.offset_syncs_topic,
+            offset_lag_max=spec.offset_lag_max,
+            follows=spec.follows,
+            source_producer=None if spec.offset_syncs_on_target else spec.source_producer,
+        )
 
     def close(self) -> None:
         """Release the clients; offset syncs bound for the source are flushed first (one
         not acknowledged by then counts as failed)."""
         self.consumer.close()
-        if self.sync_producer is not None:
-            unsent = self.sync_producer.flush(60)
-            if unsent:
-                self._sync_failed(self.lanes[0].result, KafkaError(KafkaError._MSG_TIMED_OUT))
-                self.lanes[0].result.offset_syncs_failed += unsent - 1
-
-    def _sync_failed(self, result: CopyResult, err: KafkaError | None, _msg: object = None) -> None:
-        """A delivery report of an offset sync bound for the source: count and log failures."""
-        if err is None:
-            return
-        result.offset_syncs_failed += 1
-        if result.offset_syncs_failed == 1:
-            log.warning(
-                "%s: writing offset syncs of %s-%d to '%s' failed (%s); checkpoints translate "
-                "from earlier syncs until one lands",
-                self.spec.flow,
-                result.source_topic,
-                result.partition,
-                self.spec.offset_syncs_topic,
-                err,
-            )
+        self.syncs.close(self.lanes[0].result)
 
     def _track(self, batch: _Batch, upstream: int, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -732,7 +645,7 @@ class _Copier:
                 follows
                 and quiet
                 and not in_txn
-                and any(lane.pending_sync or lane.unrecorded for lane in self.lanes)
+                and any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes)
             ):
                 # Quiet partitions: write their held-back newest offset syncs, and progress
                 # past offsets that held no record, now.
@@ -743,7 +656,7 @@ class _Copier:
                 self._commit()
                 in_txn = False
             self.producer.poll(0)
-        if in_txn or any(lane.pending_sync or lane.unrecorded for lane in self.lanes):
+        if in_txn or any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes):
             if not in_txn:
                 self.producer.begin_transaction()
             self._commit()
@@ -818,44 +731,6 @@ class _Copier:
                 ) from exc
         lane.batch.upstream.append(upstream)
 
-    def _produce_syncs(
-        self, producer: Producer, syncs: list[OffsetSync], result: CopyResult | None = None
-    ) -> None:
-        """Queue offset-sync records on `producer` (the offset-syncs topic has one partition);
-        with `result`, failed deliveries are counted there (producers outside the
-        transaction)."""
-        callback = partial(self._sync_failed, result) if result is not None else None
-        for sync in syncs:
-            producer.produce(
-                self.spec.offset_syncs_topic,
-                key=sync.record_key(),
-                value=sync.record_value(),
-                partition=0,
-                on_delivery=callback,
-            )
-
-    def _syncs(
-        self, lane: _Lane, first_downstream: int, last_downstream: int
-    ) -> list[tuple[int, int]]:
-        """The offset syncs to write for `lane`'s batch.
-
-        A pass writes every sync of `offset_syncs_for_batch`. A follower commits every few
-        records, so writing each transaction's ends would flood the offset-syncs topic (which
-        the checkpoint pass reads): it writes a sync once the partition moved `offset.lag.max`
-        records past the last one (MM2's rule), at upstream gaps, and holds the newest mapping
-        back until the partition goes quiet, so a caught-up group still translates exactly.
-        """
-        batch = lane.batch
-        syncs = offset_syncs_for_batch(
-            batch.upstream, first_downstream, last_downstream, self.spec.offset_lag_max
-        )
-        if not self.spec.follows:
-            return syncs
-        out, lane.last_synced_upstream, lane.pending_sync = throttle_offset_syncs(
-            syncs, batch.upstream, lane.last_synced_upstream, self.spec.offset_lag_max
-        )
-        return out
-
     def _commit(self) -> None:
         """Flush the batch, add its offset syncs and progress, commit the transaction."""
         spec, producer = self.spec, self.producer
@@ -870,18 +745,17 @@ class _Copier:
         committed: list[tuple[_Lane, list[OffsetSync], Progress | None]] = []
         for lane in self.lanes:
             batch, part = lane.batch, lane.range
-            pairs: list[tuple[int, int]] = []
             progress = None
             if batch.upstream:
                 first_downstream = batch.downstream[batch.upstream[0]]
                 last_downstream = batch.downstream[batch.upstream[-1]]
-                pairs = self._syncs(lane, first_downstream, last_downstream)
+                syncs = self.syncs.batch_syncs(
+                    lane.key, batch.upstream, first_downstream, last_downstream
+                )
                 lane.downstream_next = last_downstream + 1
-            elif lane.pending_sync is not None:
-                # Quiet since the last commit: the held-back newest mapping is final.
-                pairs = [lane.pending_sync]
-                lane.last_synced_upstream = lane.pending_sync[0]
-                lane.pending_sync = None
+            else:
+                # Quiet since the last commit: a held-back newest mapping is final.
+                syncs = self.syncs.quiet_syncs(lane.key)
             if batch.upstream or lane.unrecorded:
                 # The position is never past a record not yet copied (it only moves to an
                 # end of log or a log start), so it may count for the progress too.
@@ -900,14 +774,9 @@ class _Copier:
                     value=progress.record_value(),
                     partition=progress_partition(spec.flow, part.source_topic, part.partition),
                 )
-            if progress is None and not pairs:
+            if progress is None and not syncs:
                 continue
-            syncs = [
-                OffsetSync(part.source_topic, part.partition, upstream, downstream)
-                for upstream, downstream in pairs
-            ]
-            if spec.offset_syncs_on_target:
-                self._produce_syncs(producer, syncs)
+            self.syncs.write_in_transaction(producer, syncs)
             committed.append((lane, syncs, progress))
         try:
             producer.commit_transaction(120)
@@ -915,10 +784,8 @@ class _Copier:
             raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
         self.commits[0] += 1
         for lane, syncs, progress in committed:
-            if self.sync_producer is not None:
-                # Offset syncs on the source cannot join the target transaction; written
-                # after the commit they only ever describe durable records.
-                self._produce_syncs(self.sync_producer, syncs, lane.result)
+            # Syncs bound for the source go now: they only ever describe durable records.
+            self.syncs.write_committed(syncs, lane.result)
             result = lane.result
             result.offset_syncs += len(syncs)
             if progress is not None:
@@ -927,6 +794,5 @@ class _Copier:
                 result.transactions += 1
                 result.next_offset = progress.next_offset
                 lane.batch = _Batch()
-        if self.sync_producer is not None:
-            self.sync_producer.poll(0)
+        self.syncs.poll()
         self.txn_records = self.txn_bytes = 0

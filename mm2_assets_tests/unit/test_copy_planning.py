@@ -7,9 +7,8 @@ from array import array
 
 import pytest
 
-from mm2_assets.kafka.copy_task import (
-    CopyTaskSpec,
-    PartitionRange,
+from mm2_assets.kafka.copy_task import CopyTaskSpec, PartitionRange
+from mm2_assets.kafka.offset_sync_writer import (
     _offset_syncs_by_scan,
     offset_syncs_for_batch,
     throttle_offset_syncs,
