@@ -21,7 +21,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm2_assets.kafka.admin import end_offsets
 from mm2_assets.kafka.launcher import (
     LocalCluster,
     kill_cluster,
@@ -251,17 +250,6 @@ def without_heartbeats(by_topic: dict[str, T]) -> dict[str, T]:
     on the shared clusters other tests (Apache MM2 in the cut-over tests, the demo) may have
     created `heartbeats` on primary before."""
     return {t: v for t, v in by_topic.items() if t.rsplit(".", 1)[-1] != "heartbeats"}
-
-
-def open_transactions(
-    admin: AdminClient, partitions: Iterable[tuple[str, int]], *, cluster: str
-) -> list[tuple[str, int]]:
-    """The partitions whose last stable offset trails their high watermark: a transaction is
-    still open there, and read_committed consumers wait for it."""
-    wanted = list(partitions)
-    committed = end_offsets(admin, wanted, cluster=cluster)
-    written = end_offsets(admin, wanted, cluster=cluster, committed_only=False)
-    return sorted(tp for tp in wanted if committed[tp] != written[tp])
 
 
 def read_heartbeats(

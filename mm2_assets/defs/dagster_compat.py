@@ -63,15 +63,24 @@ def free_pool_slots(instance: dg.DagsterInstance, run_id: str) -> None:
     instance.event_log_storage.free_concurrency_slots_for_run(run_id)
 
 
+def pools_by_op(instance: dg.DagsterInstance) -> bool:
+    """Whether the instance's `dagster.yaml` enforces pools per op (`concurrency: pools:
+    granularity: op`, as ours and `mm2-assets instance init` write it)."""
+    granularity = instance.get_concurrency_config().pool_config.pool_granularity
+    return granularity is not None and granularity.value == "op"
+
+
 def ensure_pool_limit(instance: dg.DagsterInstance, pool: str, limit: int) -> bool:
     """Give `pool` the limit `limit` unless it has one set by name already (an operator's
-    choice stands); whether it was set now.
+    choice stands); whether it was set now. Only on an instance that opted into op-level
+    pools (`pools_by_op`): elsewhere pools stay as the operator left them, and the writer
+    lease alone keeps the copies apart.
 
     Our pools' limits go by name, not through the instance's `default_limit`, which would
     also cap every other team's pools on a shared instance; Dagster's public way to set one is
     its CLI (`dagster instance concurrency set`), which a sensor cannot run.
     """
-    if not supports_pools(instance):
+    if not supports_pools(instance) or not pools_by_op(instance):
         return False
     storage = instance.event_log_storage
     named = {p.name for p in storage.get_pool_limits() if not p.from_default}

@@ -17,6 +17,7 @@ import pytest
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
+from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
@@ -30,9 +31,6 @@ from mm2_assets_tests.kafka_helpers import (
     recent_ms,
     tricky_records,
     unique,
-)
-from mm2_assets_tests.kafka_helpers import (
-    open_transactions as kafka_open_transactions,
 )
 
 pytestmark = pytest.mark.integration

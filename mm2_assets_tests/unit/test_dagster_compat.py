@@ -21,6 +21,7 @@ from mm2_assets.defs.dagster_compat import (
     mark_run_failed,
     planned_partitions,
     pool_holders,
+    pools_by_op,
     step_error_text,
     supports_pools,
 )
@@ -133,3 +134,11 @@ def test_a_range_run_plans_one_event_with_the_switch(
     monkeypatch.setenv(PLANNED_EVENTS_ENV, "true")
     with_switch = dg.materialize([copied], instance=instance, tags=range_tags)
     assert planned_partitions(instance, with_switch.run_id) == [["a", "b", "c"]]
+
+
+def test_pools_are_left_alone_on_an_instance_without_op_pools(tmp_path: Path) -> None:
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as bare:
+        assert not pools_by_op(bare)
+        assert not ensure_pool_limit(bare, "mm2-assets/replication/a", 1)
+        assert bare.event_log_storage.get_pool_limits() == []

@@ -27,7 +27,7 @@ import dagster as dg
 from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.dagster_compat import add_run_tags, mark_run_failed
+from mm2_assets.defs.dagster_compat import add_run_tags, free_pool_slots, mark_run_failed
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
@@ -299,6 +299,9 @@ def follower_request(
             continue
         if follower_alive(run.tags) is False:
             mark_run_failed(instance, run, FOLLOWER_GONE)
+            # Its pool slot is stale: free it now, so the restart need not wait for the
+            # daemon's run monitoring.
+            free_pool_slots(instance, run.run_id)
             gone.add(run.run_id)
             continue
         return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
