@@ -1,6 +1,6 @@
 """Session fixtures: one pair of real local Kafka clusters shared by every integration test
-of a process, and the grouping that lets `pytest -n N` (pytest-xdist, `--dist loadgroup`, as
-`scripts/test.sh` runs it) spread the modules over N workers, each with its own pair."""
+of a process, and the order in which `pytest -n N --dist loadfile` (pytest-xdist, as
+`scripts/test.sh` runs it) hands the modules to N workers, each with its own pair."""
 
 from __future__ import annotations
 
@@ -18,28 +18,25 @@ from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 SLOW_FIRST = (
     "test_broker_faults",
     "test_one_writer",
-    "test_follower",
+    "test_secured_clusters",
     "test_ui_browser",
-    "test_mm2_cutover",
+    "test_spark_cluster",
+    "test_dagster_postgres",
+    "test_follower",
+    "test_crash_trials",
+    "test_spark_connect",
+    "test_replicated_topics",
     "test_alerts_under_faults",
+    "test_mm2_cutover",
+    "test_source_hazards",
     "test_scripts",
     "test_exact_failover",
 )
 
 
-SPLIT = ("test_broker_faults", "test_one_writer", "test_crash_trials")
-"""Long modules whose tests may run on different workers: each is minutes long and shares
-little (a module's own pair of clusters is then started once per worker that runs it)."""
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep each module's tests on one worker (they share its module fixtures: clusters,
-    servers, a pass's result), except the `SPLIT` ones, and start the slow modules first."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            module = item.module.__name__.rsplit(".", 1)[-1]
-            group = f"{module}::{item.name}" if module in SPLIT else module
-            item.add_marker(pytest.mark.xdist_group(group))
+    """Start the slow modules first (`--dist loadfile` keeps each module on one worker, with
+    its module fixtures: clusters, servers, a pass's result)."""
 
     def rank(item: pytest.Item) -> int:
         name = item.module.__name__.rsplit(".", 1)[-1]

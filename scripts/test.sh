@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest -n "${MM2_ASSETS_TEST_WORKERS:-3}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${MM2_ASSETS_TEST_WORKERS:-3}" --dist loadfile "$@"
