@@ -3,7 +3,6 @@ daemon) sees them."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -78,9 +77,3 @@ def test_batch_passes_are_judged_by_the_driver_tick(tmp_path: Path) -> None:
 )
 def test_disabled_work_has_no_policy(tmp_path: Path, setting: str, asset: str) -> None:
     assert _windows(tmp_path, f"primary->backup.{setting} = false\n")[asset] is None
-
-
-def test_windows_are_timedeltas_dagster_accepts(tmp_path: Path) -> None:
-    for window in _windows(tmp_path, "").values():
-        if window is not None:
-            assert timedelta(seconds=window[0]) >= timedelta(minutes=1)
