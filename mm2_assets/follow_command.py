@@ -2,13 +2,16 @@
 benchmarks (and, as MM2 does, heartbeats for the pairs that are not enabled).
 
 One process, one Spark session (`mm2assets.spark.*`, local by default); each flow's follower
-runs in a thread and gets its share of the Spark slots. It prints one line per flow and
+runs in a thread and gets its share of the Spark slots. With no Dagster daemon to run the
+topic listener sensor, each follower runs the listener's tick in-process (listing, KIP-918
+notification, alerts) every `refresh.topics.interval.seconds`. It prints one line per flow and
 report window. Ctrl-C or SIGTERM stops every follower cleanly (Spark jobs cancelled, tasks
 fenced, no transaction left open) and exits 0; a follower that fails stops the others and exits 1.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -17,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from mm2_assets.defs.replication.sensors import InProcessTopicListener
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
@@ -73,6 +77,18 @@ class PrintingReporter(FollowerReporter):
     def problem(self, what: str, error: BaseException) -> None:
         self._print(f"{what} failed (retried): {error}", error=True)
 
+    def log(self, level: int, message: str) -> None:
+        """The listener's log lines and alerts (a logger's `log`)."""
+        self._print(message.removeprefix(f"{self.flow.name}: "), error=level >= logging.WARNING)
+
+    def info(self, message: str) -> None:
+        """A listener's info line."""
+        self.log(logging.INFO, message)
+
+    def error(self, message: str) -> None:
+        """A listener's error line."""
+        self.log(logging.ERROR, message)
+
     def waiting(self, message: str) -> None:
         self._print(message)
 
@@ -118,10 +134,13 @@ def follow(config_path: Path) -> int:
     failures: list[str] = []
 
     def run(flow: FlowConfig) -> None:
+        reporter = PrintingReporter(flow)
         try:
-            Follower(flow, lambda: spark.spark_session, PrintingReporter(flow), slots=per_flow).run(
-                stop
-            )
+            # The topic listener's own tick, in-process: no Dagster daemon runs it here.
+            topics = InProcessTopicListener(flow, reporter)
+            Follower(
+                flow, lambda: spark.spark_session, reporter, slots=per_flow, topics=topics
+            ).run(stop)
         except Exception as exc:
             failures.append(f"{flow.name}: {exc}")
             stop.set()

@@ -26,9 +26,9 @@ from mm2_assets.defs.dagster_compat import (
 )
 from mm2_assets.defs.replication.follower import FOLLOWER_GONE, follower_alive
 from mm2_assets.defs.replication.partitions import topics_partitions
-from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
+from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.mm2.errors import UsageError
 
@@ -38,7 +38,7 @@ def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]
     in the instance's order (the order partition ranges follow)."""
     name = topics_partitions(flow).name
     known = set(instance.get_dynamic_partitions(name))
-    new = [topic for topic in current_topic_map(flow) if topic not in known]
+    new = [topic for topic in list_replicated_set(flow) if topic not in known]
     if new:
         instance.add_dynamic_partitions(name, new)
     return list(instance.get_dynamic_partitions(name))

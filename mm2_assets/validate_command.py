@@ -3,7 +3,7 @@
 Loads the file the one way every entry point does (`load_checked_config`), probes each cluster
 a flow uses (`reachability.probe_clusters`, bounded by `mm2assets.connect.timeout.seconds`,
 all clusters at once), then asks each enabled flow's source what would replicate now, with
-the sensors' own functions: the topic listener's `current_topic_map` (topic filter,
+the sensors' own functions: the topic listener's `list_replicated_set` (topic filter,
 replication policy, cycle prevention and internal-topic rules) and the group listener's
 `current_groups` (group filter and committed offsets). Read-only: metadata, topic and group
 listings and committed offsets; nothing is created, committed or written, on the clusters or
@@ -20,13 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from confluent_kafka import KafkaException
 
 from mm2_assets.defs.checkpoints.sensors import current_groups
-from mm2_assets.defs.replication.sensors import current_topic_map
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.clients import load_checked_config, resolved_flows
 from mm2_assets.kafka.reachability import probe_clusters
+from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import FlowConfig, MM2Config, config_path_argument
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError
 from mm2_assets.mm2.progress import progress_topic
+from mm2_assets.mm2.replicated_set import remote_map
 from mm2_assets.mm2.setting_changes import setting_changes
 from mm2_assets.validate_report import (
     ClusterStatus,
@@ -87,7 +88,7 @@ def _flow_report(config: MM2Config, flow: FlowConfig, reachable: set[str]) -> Fl
     if not flow.enabled or flow.source_alias not in reachable:
         return report
     try:
-        report.topics = current_topic_map(flow)
+        report.topics = remote_map(list_replicated_set(flow))
         report.groups = current_groups(flow)
     except (KafkaAdminError, KafkaException, ClusterConnectionError) as exc:
         report.error = f"cannot list what {flow.name} replicates: {exc}"

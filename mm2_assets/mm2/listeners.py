@@ -222,6 +222,15 @@ class GroupSetChange:
         """True when anything changed."""
         return bool(self.added or self.removed)
 
+    @property
+    def notifies(self) -> bool:
+        """Whether KIP-918 listeners are told: any change."""
+        return bool(self)
+
+    def names(self) -> tuple[str, ...]:
+        """Every group the change touches, sorted."""
+        return tuple(sorted({*self.added, *self.removed}))
+
     def summary(self) -> str:
         """One line for logs: `+1 -0 (added g1)`."""
         parts = []

@@ -4,9 +4,10 @@
 Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark job
 (`FollowerJob`). While it follows it:
 
-- every `refresh.topics.interval.seconds` lists the source topics; when the replicated set,
-  a partition count or a topic id (a topic deleted and recreated) changed it stops the job
-  (fencing its tasks) and starts the new layout,
+- asks its `TopicSource` for the replicated set (under Dagster, the set the topic listener
+  sensor recorded; in `mm2-assets follow`, the same listener run in-process; by default, the
+  listener's listing); when the set, a partition count or a topic id (a topic deleted and
+  recreated) changed it stops the job (fencing its tasks) and starts the new layout,
   which resumes every partition at its committed progress: nothing lost, nothing twice;
 - every `mm2assets.follower.report.interval.seconds` reports, per partition, the records
   copied in the window, the committed offset and the lag (`FollowerReporter.window`);
@@ -27,15 +28,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics, topic_ids
+from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
@@ -43,10 +44,12 @@ from mm2_assets.kafka.offset_syncs import OffsetSyncTail
 from mm2_assets.kafka.progress_store import ProgressTracker
 from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
+from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
 from mm2_assets.kafka.writer_lease import WriterLease
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.mm2.replicated_set import ReplicatedTopic
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
 from mm2_assets.spark.job import writer_slots
@@ -58,6 +61,37 @@ fails after this many attempts in a row, so its host restarts it and alerts."""
 
 class FollowerError(RuntimeError):
     """The follower cannot go on; the message names the flow and the cause."""
+
+
+class TopicSource(Protocol):
+    """Where a follower takes the flow's replicated set from, and how often it asks."""
+
+    @property
+    def interval_seconds(self) -> float:
+        """Seconds between two asks."""
+        ...
+
+    def __call__(self) -> Mapping[str, ReplicatedTopic]:
+        """The replicated set now."""
+        ...
+
+
+@dataclass
+class ListedTopics:
+    """The listener's listing (`list_replicated_set`), every `refresh.topics.interval.seconds`:
+    a follower with no listener to follow (tests, benchmarks)."""
+
+    flow: FlowConfig
+    admin: Callable[[], AdminClient]
+
+    @property
+    def interval_seconds(self) -> float:
+        """`refresh.topics.interval.seconds`."""
+        return self.flow.refresh_topics_interval_seconds
+
+    def __call__(self) -> Mapping[str, ReplicatedTopic]:
+        """The flow's replicated set, listed now."""
+        return list_replicated_set(self.flow, self.admin())
 
 
 @dataclass(frozen=True)
@@ -135,10 +169,12 @@ class Follower:
         *,
         slots: int | None = None,
         what: str = "mm2-assets follow",
+        topics: TopicSource | None = None,
     ) -> None:
         """`spark` gives the session (called once, in `run`); `slots` overrides how many copy
         tasks to run (default `writer_slots`); `what` names this follower to writers that
-        wait for it (`follower run <id>`)."""
+        wait for it (`follower run <id>`); `topics` gives the replicated set to copy (default:
+        the listener's listing, `ListedTopics`)."""
         self.flow = flow
         self.what = what
         self.lease: WriterLease | None = None
@@ -148,8 +184,9 @@ class Follower:
         self.generation = 0
         self.plan: ReplicationPlan | None = None
         self.job: FollowerJob | None = None
-        # Replicated source topic → (partition count, topic id).
-        self._layout: dict[str, tuple[int, str | None]] = {}
+        self._topics = topics or ListedTopics(flow, partial(self._admin, "source"))
+        # The replicated set the running layout copies.
+        self._layout: Mapping[str, ReplicatedTopic] = {}
         self._lost: dict[tuple[str, int], int] = {}
         self._slots = 1
         self._heartbeats_sent = 0
@@ -171,24 +208,14 @@ class Follower:
                 self._admins[side] = flow_admin(self.flow, side)
             return self._admins[side]
 
-    def _replicated_layout(self) -> dict[str, tuple[int, str | None]]:
-        """Source topics the flow replicates now, with their partition counts and ids (a
-        topic deleted and recreated between two refreshes changes only its id)."""
-        flow = self.flow
-        admin = self._admin("source")
-        source = list_topics(admin, cluster=flow.source.alias)
-        topics = list(flow.remote_topics(source))
-        ids = topic_ids(admin, topics, cluster=flow.source.alias)
-        return {topic: (source[topic].partitions, ids.get(topic)) for topic in topics}
-
-    def _start_layout(self, spark: Any, layout: dict[str, tuple[int, str | None]]) -> None:
+    def _start_layout(self, spark: Any, layout: Mapping[str, ReplicatedTopic]) -> None:
         """The first layout: every slot was fenced when the lease was taken."""
         self._run_plan(spark, plan_replication(self.flow, sorted(layout), follow=True), layout)
 
     def _relayout(
         self,
         spark: Any,
-        layout: dict[str, tuple[int, str | None]],
+        layout: Mapping[str, ReplicatedTopic],
         *,
         only_if_fewer_skipped: bool = False,
     ) -> None:
@@ -208,7 +235,7 @@ class Follower:
         self._run_plan(spark, plan, layout)
 
     def _run_plan(
-        self, spark: Any, plan: ReplicationPlan, layout: dict[str, tuple[int, str | None]]
+        self, spark: Any, plan: ReplicationPlan, layout: Mapping[str, ReplicatedTopic]
     ) -> None:
         assert self.lease is not None
         self.generation += 1
@@ -250,7 +277,7 @@ class Follower:
                 )
                 if not taken:
                     return
-                self._start_layout(spark, self._replicated_layout())
+                self._start_layout(spark, self._topics())
                 tracker = ProgressTracker(flow)
             self._follow(spark, stop, tracker, on_loop)
         finally:
@@ -318,9 +345,12 @@ class Follower:
         replicates = tracker is not None
         now = time.monotonic()
         report_every = flow.mm2assets_follower_report_interval_seconds
-        refresh_every = flow.refresh_topics_interval_seconds
+        refresh_every = self._topics.interval_seconds
+        # Planning again for skipped topics costs a plan: at most once per topic refresh.
+        retry_skipped_every = max(refresh_every, flow.refresh_topics_interval_seconds)
         next_report = now + report_every
         next_refresh = now + refresh_every
+        next_skipped_retry = now + retry_skipped_every
         replan_failures = 0
         window_start = time.time()
         # Counted from the progress the plan saw, before the copy tasks started.
@@ -355,10 +385,12 @@ class Follower:
             if replicates and flow.refresh_topics_enabled and now >= next_refresh:
                 next_refresh = now + refresh_every
                 try:
-                    layout = self._replicated_layout()
+                    layout = self._topics()
                     if layout != self._layout or self.job is None:
                         self._relayout(spark, layout)
-                    elif self._skipped:
+                        next_skipped_retry = now + retry_skipped_every
+                    elif self._skipped and now >= next_skipped_retry:
+                        next_skipped_retry = now + retry_skipped_every
                         self._relayout(spark, layout, only_if_fewer_skipped=True)
                     replan_failures = 0
                 except Exception as exc:

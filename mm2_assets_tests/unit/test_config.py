@@ -165,7 +165,8 @@ def test_mm2_defaults_apply_to_a_minimal_flow() -> None:
     assert flow.emit_offset_syncs_enabled is True
     assert flow.offset_lag_max == 100
     assert flow.tasks_max == 1
-    assert (flow.refresh_topics_enabled, flow.refresh_topics_interval_seconds) == (True, 600)
+    # The one default that is not MM2's (600 s): new topics within seconds.
+    assert (flow.refresh_topics_enabled, flow.refresh_topics_interval_seconds) == (True, 5)
     assert (flow.refresh_groups_enabled, flow.refresh_groups_interval_seconds) == (True, 600)
     assert (flow.sync_topic_configs_enabled, flow.sync_topic_configs_interval_seconds) == (
         True,

@@ -58,7 +58,7 @@ def group_listener_sensor(
     def react(
         _context: dg.SensorEvaluationContext, current: list[str], change: GroupSetChange
     ) -> Reaction:
-        reaction = Reaction(changed=tuple(sorted({*change.added, *change.removed})))
+        reaction = Reaction()
         if change.added and selection and request_runs:
             reaction.run_requests.append(control_request(flow, selection, "new-groups"))
         if checkpoints is not None and change:

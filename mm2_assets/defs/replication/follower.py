@@ -2,7 +2,9 @@
 
 `<flow>__follower` is a job of one op that runs `mm2_assets.spark.follower.Follower` until the
 run is terminated (SIGTERM: the follower cancels its Spark job and fences its tasks, so no
-transaction stays open). What it does shows up on the flow's assets as it happens:
+transaction stays open). It copies the replicated set the topic listener sensor records
+(`recorded_set.RecordedSet`) and takes a change up within a second of the record. What it
+does shows up on the flow's assets as it happens:
 
 - every report window, a materialization of `replicated_topics` for each topic that copied
   records (records, lag and offsets per partition: the UI's freshness and lineage);
@@ -31,6 +33,7 @@ from mm2_assets.defs.dagster_compat import add_run_tags, free_pool_slots, mark_r
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
+from mm2_assets.defs.replication.recorded_set import RecordedSet
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
@@ -245,8 +248,15 @@ def follower_job(
         with StopOnSignals(stop) as signals:
             # Runs until terminated (SIGTERM, or SIGINT from Dagster's terminate); an
             # interruption Dagster raises instead also stops it cleanly, in its `finally`.
+            # The set the topic listener sensor records, not a listing of its own.
+            replicated = keys.get("replicated_topics")
+            topics = None if replicated is None else RecordedSet(context.instance, replicated, flow)
             follower = Follower(
-                flow, lambda: spark.spark_session, reporter, what=f"follower run {context.run_id}"
+                flow,
+                lambda: spark.spark_session,
+                reporter,
+                what=f"follower run {context.run_id}",
+                topics=topics,
             )
             follower.run(stop, signals.keep)
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")

@@ -2,7 +2,9 @@
 
 Every `refresh.topics.interval.seconds` it lists the source topics and applies the flow's
 topic filter and replication policy (internal-topic and cycle rules included, KIP-1074), giving
-the current upstream → downstream map. Then it:
+the replicated set: upstream → downstream, with each topic's partition count and topic id. It
+is the one place that decides the set under Dagster: the follower run copies exactly the set it
+recorded last (`recorded_set`). Then it:
 
 - adds a dynamic partition for every newly replicated topic and deletes the partitions of
   topics no longer replicated (deleted on the source, or excluded by the filter);
@@ -11,34 +13,43 @@ the current upstream → downstream map. Then it:
 - when the map changed (or on the first tick), calls `TopicListener.topics_changed` with the
   whole map, then closes the listener. A listener failure is logged and alerted; the tick
   still applies the partitions, and the notification is retried on the next tick;
-- records the diff: tick log, an `AssetObservation` on `replicated_topics`, and a
-  `topics_changed` alert (not on the first tick, which only establishes the baseline).
+- records the diff and the whole set: tick log, an `AssetObservation` on `replicated_topics`
+  (the set under `replicated_set`, what a follower run reads), and a `topics_changed` alert
+  (not on the first tick, which only establishes the baseline). Partitions added or a topic
+  recreated change the set too, but notify no listener (KIP-918 tells only the map).
 
-Cursor: `{"topics": {upstream: downstream}, "notify_pending": bool}`.
+Cursor: `{"topics": {upstream: [downstream, partitions, topic id]}, "notify_pending": bool}`.
 With `refresh.topics.enabled = false` the map is computed once (first tick), as MM2 does.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.listeners import ListenerSpec, Reaction, listener_sensor
+from mm2_assets.defs.listeners import ListenerSpec, Listening, Reaction, listener_sensor
 from mm2_assets.defs.run_requests import WORK_REPLICATE, partition_range_request, run_tags
-from mm2_assets.kafka.admin import flow_admin, list_topics
+from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import TopicSetChange, notify_listener
+from mm2_assets.mm2.listeners import notify_listener
+from mm2_assets.mm2.replicated_set import (
+    ReplicatedSet,
+    ReplicatedSetChange,
+    remote_map,
+    set_from_json,
+    set_to_json,
+)
+
+RECORDED_SET = "replicated_set"
+"""Metadata key of the listener's observation holding the whole replicated set."""
 
 
-def current_topic_map(flow: FlowConfig) -> dict[str, str]:
-    """The flow's replicated topics now: upstream → downstream, sorted by upstream name."""
-    source = list_topics(flow_admin(flow, "source"), cluster=flow.source.alias)
-    return flow.remote_topics(source)
-
-
-def notify_topic_listener(flow: FlowConfig, topics: dict[str, str]) -> str | None:
-    """Load, configure, notify and close the flow's TopicListener; the error text, or None."""
+def notify_topic_listener(flow: FlowConfig, replicated: ReplicatedSet) -> str | None:
+    """Load, configure, notify and close the flow's TopicListener with the upstream →
+    downstream map of `replicated`; the error text, or None."""
+    topics = remote_map(replicated)
     return notify_listener(
         flow.topic_listener,
         lambda listener: listener.topics_changed(dict(topics)),
@@ -57,15 +68,15 @@ def topic_listener_sensor(
 ) -> dg.SensorDefinition:
     """The flow's topic listener sensor (see the module docstring).
 
-    Without `request_runs` (follow mode: the follower picks new topics up itself) it keeps
-    the partitions and notifies, but requests no runs.
+    Without `request_runs` (follow mode: the follower run copies the set this records) it
+    keeps the partitions, records the set and notifies, but requests no runs.
     """
     selection: Sequence[dg.AssetKey] = [
         k for k in (replicated_topics, topic_configs) if k is not None
     ]
 
     def react(
-        context: dg.SensorEvaluationContext, current: dict[str, str], change: TopicSetChange
+        context: dg.SensorEvaluationContext, current: ReplicatedSet, change: ReplicatedSetChange
     ) -> Reaction:
         # Partitions follow the map, whatever the cursor says (an instance wiped or edited by
         # hand converges too).
@@ -74,8 +85,9 @@ def topic_listener_sensor(
         added = [t for t in current if t not in existing_set]
         deleted = [t for t in existing if t not in current]
         reaction = Reaction(
-            changed=tuple(sorted({*change.added, *change.removed, *change.renamed})),
-            log_detail=f"; partitions +{len(added)} -{len(deleted)}",
+            log_detail=f"dynamic partitions +{len(added)} -{len(deleted)}"
+            if added or deleted
+            else ""
         )
         if added:
             reaction.partition_requests.append(partitions.build_add_request(added))
@@ -94,34 +106,62 @@ def topic_listener_sensor(
             reaction.observation = (
                 replicated_topics,
                 {
-                    "topics_added": dg.MetadataValue.json(dict(change.added)),
-                    "topics_removed": dg.MetadataValue.json(dict(change.removed)),
+                    "topics_added": dg.MetadataValue.json(dict(change.topics.added)),
+                    "topics_removed": dg.MetadataValue.json(dict(change.topics.removed)),
                     "topics_renamed": dg.MetadataValue.json(
-                        {t: list(p) for t, p in change.renamed.items()}
+                        {t: list(p) for t, p in change.topics.renamed.items()}
                     ),
+                    "topics_resized": dg.MetadataValue.json(
+                        {t: list(p) for t, p in change.resized.items()}
+                    ),
+                    "topics_recreated": dg.MetadataValue.json(list(change.recreated)),
                     "partitions_added": dg.MetadataValue.json(added),
                     "partitions_deleted": dg.MetadataValue.json(deleted),
                     "replicated_topics": len(current),
+                    RECORDED_SET: dg.MetadataValue.json(set_to_json(current)),
                 },
             )
         return reaction
 
-    return listener_sensor(
-        flow,
-        ListenerSpec(
-            subject="topics",
-            refresh_enabled=flow.refresh_topics_enabled,
-            interval_seconds=flow.refresh_topics_interval_seconds,
-            description=(
-                f"KIP-918 topic listener of flow {flow.name}: keeps the topic partitions in "
-                f"step with '{flow.source.alias}', replicates new topics and notifies "
-                f"{flow.topic_listener_class}."
-            ),
-            current=lambda: current_topic_map(flow),
-            from_cursor=lambda saved: dict(saved or {}),
-            between=TopicSetChange.between,
-            notify=lambda topics: notify_topic_listener(flow, topics),
-            react=react,
-            target=selection,
+    return listener_sensor(flow, topic_listener_spec(flow, react, selection))
+
+
+def topic_listener_spec(
+    flow: FlowConfig,
+    react: Callable[..., Reaction] = lambda *_: Reaction(),
+    target: Sequence[dg.AssetKey] = (),
+) -> ListenerSpec[ReplicatedSet, ReplicatedSetChange]:
+    """The topic listener: its listing, diff, cursor form and notification."""
+    return ListenerSpec(
+        subject="topics",
+        refresh_enabled=flow.refresh_topics_enabled,
+        interval_seconds=flow.refresh_topics_interval_seconds,
+        description=(
+            f"KIP-918 topic listener of flow {flow.name}: decides the replicated set of "
+            f"'{flow.source.alias}' (the dynamic partitions, and the set the follower run "
+            f"copies), replicates new topics and notifies {flow.topic_listener_class}."
         ),
+        current=lambda: list_replicated_set(flow),
+        from_cursor=set_from_json,
+        between=ReplicatedSetChange.between,
+        notify=lambda replicated: notify_topic_listener(flow, replicated),
+        react=react,
+        target=target,
+        to_cursor=set_to_json,
     )
+
+
+class InProcessTopicListener:
+    """`mm2-assets follow`'s topic source: the topic listener's own tick, run in the follower's
+    process (listing, diff, KIP-918 notification, log and alerts) every
+    `refresh.topics.interval.seconds`, where no Dagster daemon runs the sensor."""
+
+    def __init__(self, flow: FlowConfig, log: Any) -> None:
+        self.listening = Listening(flow, topic_listener_spec(flow))
+        self.log = log
+        self.interval_seconds = float(flow.refresh_topics_interval_seconds)
+
+    def __call__(self) -> ReplicatedSet:
+        """One listener tick; the replicated set now."""
+        current, _change = self.listening.tick(self.log)
+        return current

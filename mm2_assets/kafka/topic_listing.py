@@ -1,0 +1,25 @@
+"""The one listing of a flow's replicated set, shared by the topic listener sensor, the
+in-process listener of `mm2-assets follow` and a follower with no recorded set to follow."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.admin import flow_admin, list_topics, topic_ids
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.replicated_set import ReplicatedTopic
+
+
+def list_replicated_set(
+    flow: FlowConfig, admin: AdminClient | None = None
+) -> dict[str, ReplicatedTopic]:
+    """The source topics `flow` replicates now (its filter and replication policy), with their
+    remote topics, partition counts and topic ids: one Metadata and one DescribeTopics call."""
+    admin = admin or flow_admin(flow, "source")
+    source = list_topics(admin, cluster=flow.source.alias)
+    remotes = flow.remote_topics(source)
+    ids = topic_ids(admin, remotes, cluster=flow.source.alias)
+    return {
+        topic: ReplicatedTopic(remote, source[topic].partitions, ids.get(topic))
+        for topic, remote in sorted(remotes.items())
+    }
