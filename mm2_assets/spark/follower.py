@@ -157,6 +157,9 @@ class FollowerReporter:
     def waiting(self, message: str) -> None:
         """Another writer holds the flow; the follower waits for it (`message` names it)."""
 
+    def stopped(self) -> None:
+        """The follower stopped (cleanly or not): a last chance to report what is pending."""
+
 
 class Follower:
     """Continuous replication of one flow (see the module docstring)."""
@@ -299,6 +302,8 @@ class Follower:
                 if self._heartbeat_producer is not None:
                     self._heartbeat_producer.flush(5)
                     self._heartbeat_producer = None
+                with contextlib.suppress(Exception):  # reporting never fails the stop
+                    self.reporter.stopped()
 
     def _follow(
         self,

@@ -48,14 +48,26 @@ def test_follow_mode_fails_after_three_intervals_of_what_the_follower_reports(
         "sync.topic.configs.interval.seconds = 600\n"
         "mm2assets.follower.report.interval.seconds = 5\n",
     )
-    # Heartbeats every second are reported every 5 s: 15 s, raised to Dagster's minute.
-    assert windows["heartbeats"] == (60, None)
+    # Heartbeats every second are recorded once per materialize interval (60 s): 180 s.
+    assert windows["heartbeats"] == (180, 90)
     assert windows["checkpoints"] == (360, 180)
     assert windows["synced_group_offsets"] == (90, None)
     assert windows["topic_configs"] == (1800, 900)
     # Lag, not age, tells whether topics are replicated: a quiet topic is fresh.
     assert windows["replicated_topics"] is None
     assert windows["source_topics"] is None
+
+
+def test_heartbeats_recorded_every_few_seconds_fail_after_dagsters_minute(
+    tmp_path: Path,
+) -> None:
+    windows = _windows(
+        tmp_path,
+        "mm2assets.replication.mode = follow\n"
+        "mm2assets.follower.materialize.interval.seconds = 5\n",
+    )
+    # 3 x 5 s, raised to Dagster's minute.
+    assert windows["heartbeats"] == (60, None)
 
 
 def test_batch_passes_are_judged_by_the_driver_tick(tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ transaction stays open). It copies the replicated set the topic listener sensor 
 (`recorded_set.RecordedSet`) and takes a change up within a second of the record. What it
 does shows up on the flow's assets as it happens:
 
-- every report window, a materialization of `replicated_topics` for each topic that copied
-  records (records, lag and offsets per partition: the UI's freshness and lineage);
-- the interval work as materializations of `heartbeats` (once per window, with the count),
+- a materialization of `replicated_topics` for each topic that copied records, summing the
+  report windows of `mm2assets.follower.materialize.interval.seconds` (records, lag and
+  offsets per partition: the UI's lineage; `report_cadence` says why);
+- the interval work as materializations of `heartbeats` (once per that interval, with the
+  count),
   `checkpoints`, `synced_group_offsets` and `topic_configs` (per topic).
 
 The op records its process id and host as run tags, so the replication driver can tell a
@@ -21,6 +23,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -34,6 +37,11 @@ from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
 from mm2_assets.defs.replication.recorded_set import RecordedSet
+from mm2_assets.defs.replication.report_cadence import (
+    CountCadence,
+    MaterializeCadence,
+    TopicSummary,
+)
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
@@ -77,6 +85,10 @@ class DagsterFollowerReporter(FollowerReporter):
         self.flow = flow
         self.keys = keys
         self.partitions = partitions
+        every = flow.mm2assets_follower_materialize_interval_seconds
+        self.cadence = MaterializeCadence(every)
+        self.heartbeat_cadence = CountCadence(every)
+        self._last_heartbeat: HeartbeatEmission | None = None
 
     def _materialize(self, name: str, metadata: dict, partition: str | None = None) -> None:
         key = self.keys.get(name)
@@ -106,55 +118,72 @@ class DagsterFollowerReporter(FollowerReporter):
 
     def window(self, window: FollowerWindow) -> None:
         seconds = max(window.ended_at - window.started_at, 1e-3)
-        total = 0
-        for topic, parts in sorted(window.by_topic().items()):
-            records = sum(p.records for p in parts)
-            total += records
-            hazards = SourceHazards(
-                lost_to_retention={
-                    f"{p.topic}-{p.partition}": p.lost_to_retention
-                    for p in parts
-                    if p.lost_to_retention
-                }
-            )
-            for warning in hazard_warnings(self.flow.name, hazards):
-                self.context.log.warning(warning)
-            if not records and not hazards.records_lost:
-                continue
-            rows = [
-                {
-                    "topic": p.topic,
-                    "partition": p.partition,
-                    "from_offset": p.next_offset - p.records,
-                    "to_offset": p.next_offset,
-                    "records": p.records,
-                    "end_offset": p.end_offset,
-                }
+        for _topic, parts in sorted(window.by_topic().items()):
+            lost = {
+                f"{p.topic}-{p.partition}": p.lost_to_retention
                 for p in parts
-            ]
-            self._materialize(
-                "replicated_topics",
-                {
-                    "mode": "follow",
-                    "records_copied": records,
-                    "remaining_lag_records": sum(p.lag for p in parts),
-                    "window_seconds": round(seconds, 3),
-                    "records_per_second": round(records / seconds, 1),
-                    "remote_topic": parts[0].remote_topic,
-                    "layout": window.generation,
-                    "partitions": table_metadata(PARTITION_COLUMNS, rows),
-                    **hazard_metadata(hazards),
-                },
-                partition=topic,
-            )
+                if p.lost_to_retention
+            }
+            for warning in hazard_warnings(self.flow.name, SourceHazards(lost_to_retention=lost)):
+                self.context.log.warning(warning)
+        for summary in self.cadence.add(window):
+            self._materialize_topic(summary)
+        total = sum(p.records for p in window.partitions)
         lag = sum(p.lag for p in window.partitions)
         # A line per window: the run's log shows it is alive, and what it does.
         self.context.log.debug(
             f"{self.flow.name}: {total} records in {seconds:.1f}s, lag {lag} records"
         )
 
+    def _materialize_topic(self, summary: TopicSummary) -> None:
+        seconds = max(summary.ended_at - summary.started_at, 1e-3)
+        parts = summary.partitions
+        rows = [
+            {
+                "topic": summary.topic,
+                "partition": n,
+                "from_offset": summary.from_offsets[n],
+                "to_offset": parts[n].next_offset,
+                "records": summary.records.get(n, 0),
+                "end_offset": parts[n].end_offset,
+            }
+            for n in sorted(parts)
+        ]
+        hazards = SourceHazards(
+            lost_to_retention={
+                f"{summary.topic}-{n}": lost
+                for n, lost in sorted(summary.lost_to_retention.items())
+                if lost
+            }
+        )
+        self._materialize(
+            "replicated_topics",
+            {
+                "mode": "follow",
+                "records_copied": summary.total,
+                "remaining_lag_records": summary.lag,
+                "window_seconds": round(seconds, 3),
+                "records_per_second": round(summary.total / seconds, 1),
+                "remote_topic": summary.remote_topic,
+                "partitions": table_metadata(PARTITION_COLUMNS, rows),
+                **hazard_metadata(hazards),
+            },
+            partition=summary.topic,
+        )
+
     def heartbeats(self, emission: HeartbeatEmission, count: int) -> None:
-        self._materialize("heartbeats", {**emission_metadata(emission), "emitted": count})
+        total = self.heartbeat_cadence.add(count, time.time())
+        if total is not None:
+            self._materialize("heartbeats", {**emission_metadata(emission), "emitted": total})
+        self._last_heartbeat = emission
+
+    def stopped(self) -> None:
+        for summary in self.cadence.flush(time.time()):
+            self._materialize_topic(summary)
+        pending = self.heartbeat_cadence.count
+        if pending and self._last_heartbeat is not None:
+            metadata = {**emission_metadata(self._last_heartbeat), "emitted": pending}
+            self._materialize("heartbeats", metadata)
 
     def checkpoints(self, run: CheckpointRun) -> None:
         self._materialize("checkpoints", checkpoint_metadata(run))

@@ -1,0 +1,64 @@
+"""A follower run's materialization cadence: windows summed per topic, due once per interval."""
+
+from __future__ import annotations
+
+from mm2_assets.defs.replication.report_cadence import CountCadence, MaterializeCadence
+from mm2_assets.spark.follower import FollowerWindow, PartitionWindow
+
+
+def window(start: float, *parts: tuple[str, int, int, int]) -> FollowerWindow:
+    """A 5 s window of (topic, partition, next offset, records copied) with 3 records waiting."""
+    return FollowerWindow(
+        start,
+        start + 5,
+        1,
+        [
+            PartitionWindow(t, p, f"src.{t}", next_offset, next_offset + 3, records)
+            for t, p, next_offset, records in parts
+        ],
+    )
+
+
+def test_a_busy_topic_is_recorded_first_at_once_then_once_per_interval() -> None:
+    cadence = MaterializeCadence(60)
+    [first] = cadence.add(window(0, ("a", 0, 10, 10), ("a", 1, 5, 5)))
+    assert (first.topic, first.total, first.lag) == ("a", 15, 6)
+    due = []
+    for start in range(5, 65, 5):  # twelve windows of 2 records each; the interval ends at 65
+        due += cadence.add(window(start, ("a", 0, 10 + start // 5 * 2, 2), ("a", 1, 5, 0)))
+    [summed] = due
+    assert summed.total == 24 and summed.records == {0: 24, 1: 0}
+    assert summed.from_offsets == {0: 10, 1: 5}  # where the first summed window started
+    assert summed.partitions[0].next_offset == 34
+    assert summed.ended_at - summed.started_at == 60
+
+
+def test_a_quiet_topic_records_nothing_and_a_pending_one_is_not_lost() -> None:
+    cadence = MaterializeCadence(60)
+    assert cadence.add(window(0, ("q", 0, 7, 0))) == []  # nothing copied: nothing recorded
+    cadence.add(window(0, ("a", 0, 1, 1)))
+    assert cadence.add(window(5, ("a", 0, 2, 1))) == []  # pending until the interval ends
+    assert cadence.add(window(10, ("a", 0, 2, 0))) == []  # went quiet, still pending
+    [late] = cadence.add(window(60, ("a", 0, 2, 0)))  # due with nothing new: still recorded
+    assert late.total == 1
+    assert cadence.add(window(120, ("a", 0, 2, 0))) == []  # and then nothing more
+
+
+def test_a_topic_that_left_the_layout_and_a_stop_flush_what_is_pending() -> None:
+    cadence = MaterializeCadence(60)
+    cadence.add(window(0, ("a", 0, 1, 1), ("b", 0, 1, 1)))
+    cadence.add(window(5, ("a", 0, 3, 2), ("b", 0, 4, 3)))
+    [gone] = cadence.add(window(10, ("a", 0, 3, 0)))  # b deleted: recorded now
+    assert (gone.topic, gone.total) == ("b", 3)
+    [pending] = cadence.flush(20)
+    assert (pending.topic, pending.total) == ("a", 2)
+    assert cadence.flush(30) == []
+
+
+def test_heartbeats_are_counted_between_records() -> None:
+    cadence = CountCadence(60)
+    assert cadence.add(5, 0) == 5  # the first at once
+    assert cadence.add(5, 5) is None
+    assert cadence.add(55, 59) is None
+    assert cadence.add(1, 60) == 61
+    assert cadence.count == 0
