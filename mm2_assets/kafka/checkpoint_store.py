@@ -15,7 +15,12 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.clients import client_config, committed_reader_config
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
+from mm2_assets.kafka.topic_reader import (
+    READ_TIMEOUT_S,
+    PartitionTail,
+    decoded_records,
+    read_decoded,
+)
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, TopicPartition
 
@@ -58,6 +63,45 @@ def read_checkpoints(
             continue
         out.setdefault(checkpoint.consumer_group_id, {})[checkpoint.topic_partition] = checkpoint
     return out
+
+
+class CheckpointTail:
+    """The checkpoint store of a long-lived host (the follower): the first `refresh` reads the
+    whole checkpoints topic, later ones only what was written since (MM2's checkpoint task
+    loads its CheckpointStore once). Memory holds the latest checkpoint per group and
+    partition, as the compacted topic does."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.topic = checkpoints_topic(flow)
+        self.latest: LatestCheckpoints = {}
+        self._tail = PartitionTail(
+            client_config(flow, "target", "consumer"),
+            self.topic,
+            CHECKPOINTS_PARTITION,
+            group_id="mm2-assets-checkpoint-tail",
+        )
+
+    @property
+    def records_read(self) -> int:
+        """Records read over the tail's life (what its refreshes cost)."""
+        return self._tail.records_read
+
+    def refresh(self, timeout: float = READ_TIMEOUT_S) -> LatestCheckpoints:
+        """Add what was written since the last refresh; the latest checkpoints (shared: the
+        caller reads, never changes them)."""
+        restarted, messages = self._tail.read(timeout)
+        if restarted:
+            self.latest = {}
+        for checkpoint in decoded_records(
+            messages, self.topic, Checkpoint.from_record, what="checkpoints"
+        ):
+            group = self.latest.setdefault(checkpoint.consumer_group_id, {})
+            group[checkpoint.topic_partition] = checkpoint
+        return self.latest
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._tail.close()
 
 
 def ensure_checkpoints_topic(flow: FlowConfig, admin: AdminClient | None = None) -> bool:

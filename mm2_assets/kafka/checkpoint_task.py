@@ -24,6 +24,7 @@ from confluent_kafka import (
 from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.checkpoint_store import (
     CHECKPOINTS_PARTITION,
+    CheckpointTail,
     LatestCheckpoints,
     checkpoints_topic,
     ensure_checkpoints_topic,
@@ -174,12 +175,14 @@ def emit_checkpoints(
     *,
     group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None = None,
     store: OffsetSyncStore | None = None,
+    checkpoints: CheckpointTail | None = None,
     now_ms: int | None = None,
 ) -> CheckpointRun:
     """One MirrorCheckpointTask pass for `flow`; see the module docstring.
 
     `group_offsets` (source committed offsets per group) and `store` default to reading
-    them from the clusters; tests and callers that already hold them may pass them in.
+    them from the clusters; tests and callers that already hold them may pass them in. A
+    long-lived caller passes its `checkpoints` tail (default: the topic is read whole).
     """
     timeout = admin_timeout_s(flow)
     topic = checkpoints_topic(flow)
@@ -193,12 +196,16 @@ def emit_checkpoints(
     if store is None:
         store = load_offset_sync_store(flow, timeout=max(timeout, READ_TIMEOUT_S))
     run.synced_partitions = len(store.partitions())
-    previous = read_checkpoints(
-        client_config(flow, "target", "consumer"),
-        topic,
-        groups=group_offsets,
-        timeout=max(timeout, READ_TIMEOUT_S),
-    )
+    if checkpoints is None:
+        previous = read_checkpoints(
+            client_config(flow, "target", "consumer"),
+            topic,
+            groups=group_offsets,
+            timeout=max(timeout, READ_TIMEOUT_S),
+        )
+    else:
+        latest = checkpoints.refresh(timeout=max(timeout, READ_TIMEOUT_S))
+        previous = {g: latest[g] for g in group_offsets if g in latest}
     # A recreated topic not copied since: its offset syncs describe the old topic and would
     # translate the new topic's offsets to the old topic's records. Held back until copied.
     recreated = recreated_since_copy(flow, {tp[0] for o in group_offsets.values() for tp in o})

@@ -270,8 +270,14 @@ def _check_lease(spec: CopyTaskSpec) -> None:
         return
     try:
         check_lease(spec.lease, spec.target_consumer)
-    except (WriterLeaseLost, TopicReadError, KafkaException) as exc:
+    except WriterLeaseLost as exc:
         raise CopyError(f"{spec.describe()}: {exc}") from exc
+    except (TopicReadError, KafkaException) as exc:
+        # The lease lives on the target: a target that does not answer fails here.
+        target = spec.flow.partition("->")[2]
+        raise CopyError(
+            f"{spec.describe()}: cannot read the writer lease on cluster '{target}': {exc}"
+        ) from exc
 
 
 FOLLOWER_ATTEMPTS = 5

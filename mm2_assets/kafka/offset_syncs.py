@@ -10,22 +10,18 @@ from where it stopped.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping
 
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.topic_reader import (
     READ_TIMEOUT_S,
-    committed_consumer,
+    PartitionTail,
+    decoded_records,
     read_decoded,
-    read_partition_from,
-    watermarks,
 )
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
-from mm2_assets.mm2.wire import OffsetSync, WireFormatError
-
-log = logging.getLogger(__name__)
+from mm2_assets.mm2.wire import OffsetSync
 
 OFFSET_SYNCS_PARTITION = 0
 """MM2 writes every offset sync of a flow to partition 0 (MirrorSourceTask/OffsetSyncWriter)."""
@@ -85,43 +81,30 @@ class OffsetSyncTail:
         self.topic, config = _syncs_consumer_config(flow)
         self._recent = recent_syncs_per_partition
         self.store = OffsetSyncStore(recent_syncs_per_partition=recent_syncs_per_partition)
-        self.records_read = 0
+        self._tail = PartitionTail(
+            config, self.topic, OFFSET_SYNCS_PARTITION, group_id="mm2-assets-offset-sync-tail"
+        )
+
+    @property
+    def records_read(self) -> int:
         """Records read over the tail's life (what its refreshes cost)."""
-        self._consumer = committed_consumer(config, group_id="mm2-assets-offset-sync-tail")
-        self._next = 0
+        return self._tail.records_read
 
     def refresh(self, timeout: float = READ_TIMEOUT_S) -> OffsetSyncStore:
         """Add the syncs written since the last refresh (up to the topic's end now) and
         return the store, read to the end as translation requires."""
-        metadata = self._consumer.list_topics(self.topic, timeout=timeout)
-        info = metadata.topics.get(self.topic)
-        if info is None or info.error is not None:
-            return self.store  # not created yet: no sync written, as a full read finds
-        _, end = watermarks(self._consumer, self.topic, OFFSET_SYNCS_PARTITION, timeout=timeout)
-        if end < self._next:
-            # The topic was deleted and recreated: its syncs so far are the new topic's.
+        restarted, messages = self._tail.read(timeout)
+        if restarted:  # the topic was recreated: its syncs so far are the new topic's
             self.store = OffsetSyncStore(recent_syncs_per_partition=self._recent)
-            self._next = 0
-        skipped = 0
-        for msg in read_partition_from(
-            self._consumer, self.topic, OFFSET_SYNCS_PARTITION, self._next, timeout=timeout
+        for sync in decoded_records(
+            messages, self.topic, OffsetSync.from_record, what="offset syncs"
         ):
-            self._next = msg.offset() + 1
-            self.records_read += 1
-            value = msg.value()
-            if value is None:
-                continue
-            try:
-                self.store.add(OffsetSync.from_record(msg.key(), value))
-            except WireFormatError:
-                skipped += 1
-        if skipped:
-            log.warning("skipped %d records of %s that are not offset syncs", skipped, self.topic)
+            self.store.add(sync)
         return self.store
 
     def close(self) -> None:
         """Release the consumer."""
-        self._consumer.close()
+        self._tail.close()
 
 
 def load_offset_sync_store(

@@ -4,15 +4,23 @@ Copy transactions write one `Progress` record per source partition into the flow
 topic on the target (`mm2-assets-progress.<source>.internal`), in the same transaction as the
 records it covers. This module is the one reader of that topic: the planner, the lag
 measurement and the copy task itself all resume from what `read_progress` returns.
+
+Long-lived readers tail it instead of reading it whole each time: a follower's reports
+(`ProgressTracker`), and every lag measurement and checkpoint pass of a process
+(`tailed_flow_progress`: the code server's sensor ticks, a follower's checkpoint passes), so
+their cost follows what was committed since, not the topic's history. Planning and copy tasks,
+which decide where copying resumes, read it whole.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Collection, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
+from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
@@ -115,6 +123,13 @@ class ProgressTracker:
                 TopicPartition(self.topic, p), timeout=timeout, cached=False
             )
             ends[p] = high
+        positions = self._consumer.position(
+            [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
+        )
+        if any(tp.offset > ends[tp.partition] for tp in positions if tp.offset >= 0):
+            # The topic was deleted and recreated: read the new one from its start.
+            self.progress = {}
+            self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             positions = self._consumer.position(
@@ -133,3 +148,28 @@ class ProgressTracker:
     def close(self) -> None:
         """Release the consumer."""
         self._consumer.close()
+
+
+_TAILS: dict[tuple[str, str, str], tuple[ProgressTracker, threading.Lock]] = {}
+_TAILS_LOCK = threading.Lock()
+
+
+def tailed_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
+    """`read_flow_progress` for a long-lived process: one `ProgressTracker` per flow and
+    target for the process's life, so each call reads only what was committed since the
+    last (see the module docstring). A transaction still open is left for the next call, as
+    read_committed readers see it. Not for deciding where copying resumes."""
+    topic = progress_topic(flow.source.alias)
+    servers = str(client_config(flow, "target", "consumer").get("bootstrap.servers", ""))
+    key = (flow.name, topic, servers)
+    with _TAILS_LOCK:
+        tail = _TAILS.get(key)
+    if tail is None:
+        if not list_topics(flow_admin(flow, "target"), cluster=flow.target.alias, topic=topic):
+            return {}  # nothing committed yet; the tail starts once the topic exists
+        with _TAILS_LOCK:
+            tail = _TAILS.setdefault(key, (ProgressTracker(flow), threading.Lock()))
+    tracker, lock = tail
+    # One refresh at a time per tail (sensor ticks run in threads).
+    with lock:
+        return tracker.refresh()

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.mm2_adoption import adopt_mm2_positions
-from mm2_assets.kafka.progress_store import PartitionKey, read_flow_progress
+from mm2_assets.kafka.progress_store import PartitionKey, read_flow_progress, tailed_flow_progress
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import Progress, is_other_incarnation
 
@@ -57,6 +57,7 @@ def partition_states(
     *,
     source_admin: AdminClient,
     adopt_from: Mapping[str, str] | None = None,
+    progress: Mapping[PartitionKey, Progress] | None = None,
 ) -> list[PartitionState]:
     """The state of every partition of the source topics in `partition_counts` (topic →
     partition count), sorted by topic and partition. One read of the progress store, one
@@ -65,8 +66,10 @@ def partition_states(
 
     With `adopt_from` (source → remote topic names), partitions with no progress at all
     resume at MM2's position where it left one (`mm2_adoption`); the planner asks for that,
-    the lag measurement does not (it would read MM2's topics every tick)."""
-    progress = read_flow_progress(flow)
+    the lag measurement does not (it would read MM2's topics every tick). `progress` is the
+    flow's committed progress when the caller holds it (default: read the store whole)."""
+    if progress is None:
+        progress = read_flow_progress(flow)
     keys = [(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
     ends = end_offsets(source_admin, keys, cluster=flow.source.alias)
     ids = topic_ids(source_admin, partition_counts, cluster=flow.source.alias)
@@ -170,8 +173,8 @@ class LagSnapshot:
 def measure_lag(flow: FlowConfig) -> LagSnapshot:
     """The state of every partition of the topics the flow selects on the source now.
 
-    One topic listing, one read of the progress store and batched ListOffsets: cheap enough
-    for every sensor tick.
+    One topic listing, what was committed to the progress store since the last measurement
+    in this process, and batched ListOffsets: cheap enough for every sensor tick.
     """
     admin = flow_admin(flow, "source")
     source_topics = list_topics(admin, cluster=flow.source.alias)
@@ -179,9 +182,10 @@ def measure_lag(flow: FlowConfig) -> LagSnapshot:
     if not remote:
         return LagSnapshot(remote_topics={}, states=[])
     counts = {t: source_topics[t].partitions for t in remote}
-    return LagSnapshot(
-        remote_topics=remote, states=partition_states(flow, counts, source_admin=admin)
-    )
+    # Tailed across the process's measurements: a tick reads what was committed since.
+    progress = tailed_flow_progress(flow)
+    states = partition_states(flow, counts, source_admin=admin, progress=progress)
+    return LagSnapshot(remote_topics=remote, states=states)
 
 
 def oldest_unreplicated_timestamps(
@@ -259,7 +263,7 @@ def recreated_since_copy(flow: FlowConfig, topics: Iterable[str]) -> set[str]:
     wanted = set(topics)
     if not wanted:
         return set()
-    progress = read_flow_progress(flow)
+    progress = tailed_flow_progress(flow)
     saved = {(k[0], p.topic_id) for k, p in progress.items() if k[0] in wanted and p.topic_id}
     if not saved:
         return set()

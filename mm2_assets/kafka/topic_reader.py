@@ -144,8 +144,21 @@ def read_decoded(
     KafkaBasedLog would stop on them, but one stray record must not stop a control-plane pass.
     `what` names the expected records in the warnings ("offset syncs", "heartbeats").
     """
+    messages = read_to_end(consumer_config, topic, partitions=partitions, timeout=timeout)
+    return decoded_records(messages, topic, decode, what=what)
+
+
+def decoded_records(
+    messages: Iterable[Message],
+    topic: str,
+    decode: Callable[[bytes | None, bytes], T],
+    *,
+    what: str,
+) -> Iterator[T]:
+    """`messages` of `topic` through `decode`, skipping tombstones and, with warnings, the
+    records it rejects (see `read_decoded`)."""
     skipped = 0
-    for msg in read_to_end(consumer_config, topic, partitions=partitions, timeout=timeout):
+    for msg in messages:
         value = msg.value()
         if value is None:
             continue
@@ -227,3 +240,47 @@ def read_partition_from(
             (position,) = consumer.position([TopicPartition(topic, partition)])
             if position.offset >= high:
                 return
+
+
+class PartitionTail:
+    """One partition of an internal topic for a long-lived reader: the first `read` yields
+    every committed record, later ones only those committed since, so a reader's cost follows
+    what was written, not the topic's history (MM2 loads its stores once, then tails them)."""
+
+    def __init__(
+        self, consumer_config: Mapping[str, str], topic: str, partition: int, *, group_id: str
+    ) -> None:
+        self.topic, self.partition = topic, partition
+        self.records_read = 0
+        """Records read over the tail's life (what its reads cost)."""
+        self._consumer = committed_consumer(consumer_config, group_id=group_id)
+        self._next = 0
+
+    def read(self, timeout: float = READ_TIMEOUT_S) -> tuple[bool, Iterator[Message]]:
+        """(restarted, the records committed since the last read, up to the end now).
+
+        `restarted` is True when the topic was deleted and recreated since (its end is
+        before where the tail stood): the records then start at the new topic's start, and
+        the caller drops what it built from the old one. A missing topic yields nothing.
+        """
+        metadata = self._consumer.list_topics(self.topic, timeout=timeout)
+        info = metadata.topics.get(self.topic)
+        if info is None or info.error is not None:
+            return False, iter(())
+        _, end = watermarks(self._consumer, self.topic, self.partition, timeout=timeout)
+        restarted = end < self._next
+        if restarted:
+            self._next = 0
+        return restarted, self._records(timeout)
+
+    def _records(self, timeout: float) -> Iterator[Message]:
+        for msg in read_partition_from(
+            self._consumer, self.topic, self.partition, self._next, timeout=timeout
+        ):
+            self._next = msg.offset() + 1
+            self.records_read += 1
+            yield msg
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._consumer.close()

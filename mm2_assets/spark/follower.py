@@ -37,6 +37,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
+from mm2_assets.kafka.checkpoint_store import CheckpointTail
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
@@ -199,6 +200,7 @@ class Follower:
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
         self._syncs: OffsetSyncTail | None = None
+        self._checkpoint_tail: CheckpointTail | None = None
         self._interval: IntervalWork | None = None
         # Topics the running layout's plan had to skip (planned again at each refresh).
         self._skipped: set[str] = set()
@@ -299,6 +301,8 @@ class Follower:
                 # use can crash librdkafka): the process ends it.
                 if self._syncs is not None and ended:
                     self._syncs.close()
+                    if self._checkpoint_tail is not None:
+                        self._checkpoint_tail.close()
                 if self._heartbeat_producer is not None:
                     self._heartbeat_producer.flush(5)
                     self._heartbeat_producer = None
@@ -487,11 +491,14 @@ class Follower:
         return count
 
     def _checkpoints(self) -> Report:
-        # Loaded once, then tailed: a pass reads only the syncs written since the last one.
+        # Loaded once, then tailed: a pass reads only the syncs and checkpoints written since
+        # the last one.
         if self._syncs is None:
             self._syncs = OffsetSyncTail(self.flow)
+            self._checkpoint_tail = CheckpointTail(self.flow)
         store = self._syncs.refresh(timeout=max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000))
-        return partial(self.reporter.checkpoints, emit_checkpoints(self.flow, store=store))
+        run = emit_checkpoints(self.flow, store=store, checkpoints=self._checkpoint_tail)
+        return partial(self.reporter.checkpoints, run)
 
     def _group_offsets(self) -> Report:
         return partial(self.reporter.group_offsets, sync_group_offsets(self.flow))

@@ -8,16 +8,22 @@ import pytest
 from confluent_kafka import Producer
 
 from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.checkpoint_store import CheckpointTail, checkpoints_topic, read_checkpoints
 from mm2_assets.kafka.offset_syncs import (
     OffsetSyncTail,
     load_offset_sync_store,
     offset_syncs_location,
 )
-from mm2_assets.kafka.progress_store import read_flow_progress
+from mm2_assets.kafka.progress_store import read_flow_progress, tailed_flow_progress
 from mm2_assets.kafka.topic_reader import read_decoded
 from mm2_assets.mm2.config import load_mm2_config
-from mm2_assets.mm2.progress import progress_topic
-from mm2_assets.mm2.wire import Heartbeat, OffsetSync
+from mm2_assets.mm2.progress import (
+    PROGRESS_PARTITIONS,
+    Progress,
+    progress_partition,
+    progress_topic,
+)
+from mm2_assets.mm2.wire import Checkpoint, Heartbeat, OffsetSync
 from mm2_assets_tests.kafka_helpers import Rec, create_filled_topic, create_topic, recent_ms, unique
 
 pytestmark = pytest.mark.integration
@@ -115,3 +121,77 @@ def test_the_follower_s_offset_sync_store_reads_only_what_was_written_since(
     for tp in [("orders", 0), ("orders", 1)]:
         assert store.syncs(tp) == fresh.syncs(tp)
     assert store.latest_sync(("orders", 0)) == OffsetSync("orders", 0, 1300, 650)
+
+
+def test_the_follower_s_checkpoint_store_reads_only_what_was_written_since(
+    backup, write_mm2_config
+) -> None:
+    """`CheckpointTail` reads the checkpoints topic once, then only new checkpoints, answers
+    as a whole read does, and starts over on a recreated topic."""
+    source = unique("cptail").replace("-", "")
+    flow = load_mm2_config(write_mm2_config(aliases=(source, "backup"))).flows[0]
+    topic = checkpoints_topic(flow)
+    create_topic(backup, topic, config={"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": backup})
+
+    def write(checkpoints: list[Checkpoint]) -> None:
+        for c in checkpoints:
+            producer.produce(topic, key=c.record_key(), value=c.record_value(), partition=0)
+        assert producer.flush(30) == 0
+
+    write([Checkpoint(f"g{g}", "orders", p, 10 * i, 5 * i) for i in range(1, 51)
+           for g in (1, 2) for p in (0, 1)])  # fmt: skip
+    tail = CheckpointTail(flow)
+    try:
+        tail.refresh()
+        assert tail.records_read == 200
+        tail.refresh()
+        assert tail.records_read == 200  # nothing new, nothing read
+        write([Checkpoint("g1", "orders", 0, 1000, 900), Checkpoint("g3", "orders", 1, 7, 7)])
+        latest = tail.refresh()
+        assert tail.records_read == 202
+        whole = read_checkpoints({"bootstrap.servers": backup}, topic)
+        assert latest == whole
+        assert latest["g1"][("orders", 0)].downstream_offset == 900
+        # Deleted and recreated: the tail drops the old topic's checkpoints.
+        admin = admin_client({"bootstrap.servers": backup})
+        admin.delete_topics([topic])[topic].result(30)
+        wait_for_topic_gone(admin, topic)
+        create_topic(backup, topic, config={"cleanup.policy": "compact"})
+        write([Checkpoint("g9", "orders", 0, 1, 1)])
+        assert set(tail.refresh()) == {"g9"}
+    finally:
+        tail.close()
+
+
+def test_lag_measurements_tail_the_progress_topic_and_agree_with_a_whole_read(
+    backup, write_mm2_config
+) -> None:
+    """`tailed_flow_progress` (the driver's measurements, checkpoint passes) keeps one tail
+    per flow for the process: it answers as a whole read does, reading only what is new."""
+    source = unique("progtail").replace("-", "")
+    flow = load_mm2_config(write_mm2_config(aliases=(source, "backup"))).flows[0]
+    topic = progress_topic(source)
+    assert tailed_flow_progress(flow) == {}  # no topic yet: nothing committed
+    create_topic(backup, topic, partitions=PROGRESS_PARTITIONS)
+    producer = Producer({"bootstrap.servers": backup})
+
+    def commit(progress: list[Progress]) -> None:
+        for p in progress:
+            partition = progress_partition(p.flow, p.topic, p.partition)
+            producer.produce(topic, key=p.record_key(), value=p.record_value(), partition=partition)
+        assert producer.flush(30) == 0
+
+    commit([Progress(flow.name, f"t{t}", p, 10, 10) for t in range(5) for p in range(4)])
+    assert tailed_flow_progress(flow) == read_flow_progress(flow)
+    commit([Progress(flow.name, "t0", 0, 99, 99), Progress("other->flow", "t0", 0, 5, 5)])
+    tailed = tailed_flow_progress(flow)
+    assert tailed == read_flow_progress(flow) and len(tailed) == 20
+    assert tailed[("t0", 0)].next_offset == 99
+
+
+def wait_for_topic_gone(admin, topic: str) -> None:
+    """Until the cluster no longer lists `topic` (deletion is asynchronous)."""
+    from mm2_assets_tests.integration.test_follower import wait_for
+
+    wait_for(f"{topic} deleted", lambda: topic not in admin.list_topics(timeout=10).topics, 60)

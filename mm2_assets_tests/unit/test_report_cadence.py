@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from mm2_assets.defs.replication.follower import config_topics_to_record
 from mm2_assets.defs.replication.report_cadence import CountCadence, MaterializeCadence
+from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
+from mm2_assets.mm2.topic_configs import TopicConfigDiff
 from mm2_assets.spark.follower import FollowerWindow, PartitionWindow
 
 
@@ -62,3 +65,26 @@ def test_heartbeats_are_counted_between_records() -> None:
     assert cadence.add(55, 59) is None
     assert cadence.add(1, 60) == 61
     assert cadence.count == 0
+
+
+def test_a_config_sync_that_changed_nothing_records_one_topic_in_turn() -> None:
+    def result(changed: set[str]) -> TopicConfigSyncResult:
+        diffs = {
+            t: TopicConfigDiff(
+                t, f"src.{t}", set={"retention.ms": ("1", "2")} if t in changed else {}
+            )
+            for t in ("a", "b", "c")
+        }
+        return TopicConfigSyncResult(flow="f", diffs=diffs)
+
+    recorded: dict[str, float] = {}
+    first = config_topics_to_record(result(set()), recorded)
+    assert first == ["a", "b", "c"]  # a run records every topic once
+    recorded.update({"a": 1.0, "b": 2.0, "c": 3.0})
+    assert config_topics_to_record(result({"b"}), recorded) == ["b"]  # only what changed
+    turns = []
+    for now in (4.0, 5.0, 6.0, 7.0):
+        [topic] = config_topics_to_record(result(set()), recorded)  # one event per quiet pass
+        recorded[topic] = now
+        turns.append(topic)
+    assert turns == ["a", "b", "c", "a"]

@@ -8,9 +8,10 @@ with nothing new is fresh, which a materialization time cannot tell.)
 
 An asset fails after `FAIL_AFTER_INTERVALS` of the period in which Dagster hears of it: the
 MM2 interval, at least the follower's report interval (follow mode; for heartbeats its
-materialize interval) or the driver's tick (batch passes, which the driver requests), and never less than Dagster's minimum window of a minute
-(twice the freshness daemon's 30 s cycle, and six times a follower restart's ~10 s). It warns
-after half that, where half is a minute or more.
+materialize interval) or the driver's tick (batch passes, which the driver requests), and
+never less than Dagster's minimum window of a minute (twice the freshness daemon's 30 s cycle,
+and six times a follower restart's ~10 s). It warns after half that, where half is a minute
+or more.
 """
 
 from __future__ import annotations

@@ -89,6 +89,8 @@ class DagsterFollowerReporter(FollowerReporter):
         self.cadence = MaterializeCadence(every)
         self.heartbeat_cadence = CountCadence(every)
         self._last_heartbeat: HeartbeatEmission | None = None
+        # Topic → when this run last recorded its config sync.
+        self._configs_recorded: dict[str, float] = {}
 
     def _materialize(self, name: str, metadata: dict, partition: str | None = None) -> None:
         key = self.keys.get(name)
@@ -195,7 +197,8 @@ class DagsterFollowerReporter(FollowerReporter):
         metadata = sync_metadata(
             self.flow, result, configs_synced=self.flow.sync_topic_configs_enabled, seconds=seconds
         )
-        for topic in sorted(result.diffs):
+        for topic in config_topics_to_record(result, self._configs_recorded):
+            self._configs_recorded[topic] = time.monotonic()
             self._materialize(
                 "topic_configs", {**metadata, **topic_metadata(result, topic)}, partition=topic
             )
@@ -205,6 +208,19 @@ class DagsterFollowerReporter(FollowerReporter):
 
     def waiting(self, message: str) -> None:
         self.context.log.info(f"{self.flow.name}: {message}")
+
+
+def config_topics_to_record(result: TopicConfigSyncResult, recorded: dict[str, float]) -> list[str]:
+    """The topics of a follower's config sync pass worth an event: those whose configs
+    changed on the target, and those this run has not recorded yet. A pass that changed
+    nothing records the topic recorded longest ago, so the asset's latest materialization
+    (what Dagster's freshness policy reads) says the sync runs, and every topic's row is
+    renewed in turn, without an event per topic per pass."""
+    topics = sorted(result.diffs)
+    due = [t for t in topics if result.diffs[t].changed or t not in recorded]
+    if not due and topics:
+        due = [min(topics, key=lambda t: recorded[t])]
+    return due
 
 
 class StopOnSignals:
