@@ -3,10 +3,11 @@ benchmarks (and, as MM2 does, heartbeats for the pairs that are not enabled).
 
 One process, one Spark session (`mm2assets.spark.*`, local by default); each flow's follower
 runs in a thread and gets its share of the Spark slots. With no Dagster daemon to run the
-topic listener sensor, each follower runs the listener's tick in-process (listing, KIP-918
-notification, alerts) every `refresh.topics.interval.seconds`. It prints one line per flow and
-report window. Ctrl-C or SIGTERM stops every follower cleanly (Spark jobs cancelled, tasks
-fenced, no transaction left open) and exits 0; a follower that fails stops the others and exits 1.
+listener sensors, each follower runs their ticks in-process (listing, KIP-918 notification,
+alerts) every `refresh.topics.interval.seconds` and `refresh.groups.interval.seconds`.
+It prints one line per flow and report window. Ctrl-C or SIGTERM stops every follower
+cleanly (Spark jobs cancelled, tasks fenced, no transaction left open) and exits 0; a
+follower that fails stops the others and exits 1.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from mm2_assets.defs.checkpoints.sensors import InProcessGroupListener
 from mm2_assets.defs.replication.sensors import InProcessTopicListener
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.clients import load_checked_config
@@ -136,10 +138,14 @@ def follow(config_path: Path) -> int:
     def run(flow: FlowConfig) -> None:
         reporter = PrintingReporter(flow)
         try:
-            # The topic listener's own tick, in-process: no Dagster daemon runs it here.
-            topics = InProcessTopicListener(flow, reporter)
+            # The listeners' own ticks, in-process: no Dagster daemon runs them here.
             Follower(
-                flow, lambda: spark.spark_session, reporter, slots=per_flow, topics=topics
+                flow,
+                lambda: spark.spark_session,
+                reporter,
+                slots=per_flow,
+                topics=InProcessTopicListener(flow, reporter),
+                groups=InProcessGroupListener(flow, reporter),
             ).run(stop)
         except Exception as exc:
             failures.append(f"{flow.name}: {exc}")

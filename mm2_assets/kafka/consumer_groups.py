@@ -142,22 +142,27 @@ def list_group_offsets(
     return out, errors
 
 
-def find_checkpoint_groups(flow: FlowConfig) -> dict[str, GroupOffsets]:
+def find_checkpoint_groups(
+    flow: FlowConfig, among: Iterable[str] | None = None
+) -> dict[str, GroupOffsets]:
     """The flow's checkpointed groups with their committed offsets on the source.
 
     Java: `MirrorCheckpointConnector.findConsumerGroups` (group filter, then at least one
-    committed topic accepted by the topic filter; `should_checkpoint_group`).
+    committed topic accepted by the topic filter; `should_checkpoint_group`). With `among`
+    (the groups the group listener decided, as MM2's task checkpoints the groups its
+    connector assigned), only those are considered and no group is listed.
     """
     timeout = admin_timeout_s(flow)
     admin = flow_admin(flow, "source")
     group_filter = flow.group_filter()
     topic_filter = flow.topic_filter()
     try:
-        candidates = [
-            g
-            for g in list_consumer_groups(admin, cluster=flow.source.alias, timeout=timeout)
-            if group_filter.should_replicate_group(g)
-        ]
+        listed = (
+            list_consumer_groups(admin, cluster=flow.source.alias, timeout=timeout)
+            if among is None
+            else among
+        )
+        candidates = [g for g in listed if group_filter.should_replicate_group(g)]
         # Groups that cannot be read are logged there and not checkpointed this pass.
         offsets, _ = list_group_offsets(
             admin, candidates, cluster=flow.source.alias, timeout=timeout

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -39,6 +39,7 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_store import CheckpointTail
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
+from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
 from mm2_assets.kafka.offset_syncs import OffsetSyncTail
@@ -174,11 +175,13 @@ class Follower:
         slots: int | None = None,
         what: str = "mm2-assets follow",
         topics: TopicSource | None = None,
+        groups: Callable[[], Iterable[str] | None] | None = None,
     ) -> None:
         """`spark` gives the session (called once, in `run`); `slots` overrides how many copy
         tasks to run (default `writer_slots`); `what` names this follower to writers that
         wait for it (`follower run <id>`); `topics` gives the replicated set to copy (default:
-        the listener's listing, `ListedTopics`)."""
+        the listener's listing, `ListedTopics`); `groups` the groups to checkpoint (default,
+        or when it answers None: the group listener's function, at every pass)."""
         self.flow = flow
         self.what = what
         self.lease: WriterLease | None = None
@@ -189,6 +192,7 @@ class Follower:
         self.plan: ReplicationPlan | None = None
         self.job: FollowerJob | None = None
         self._topics = topics or ListedTopics(flow, partial(self._admin, "source"))
+        self._groups = groups
         # The replicated set the running layout copies.
         self._layout: Mapping[str, ReplicatedTopic] = {}
         self._lost: dict[tuple[str, int], int] = {}
@@ -201,6 +205,7 @@ class Follower:
         self._admins_lock = threading.Lock()
         self._syncs: OffsetSyncTail | None = None
         self._checkpoint_tail: CheckpointTail | None = None
+        self._sync_tail: CheckpointTail | None = None
         self._interval: IntervalWork | None = None
         # Topics the running layout's plan had to skip (planned again at each refresh).
         self._skipped: set[str] = set()
@@ -299,10 +304,10 @@ class Follower:
                     tracker.close()
                 # Not under a checkpoint pass that is still reading (closing a consumer in
                 # use can crash librdkafka): the process ends it.
-                if self._syncs is not None and ended:
-                    self._syncs.close()
-                    if self._checkpoint_tail is not None:
-                        self._checkpoint_tail.close()
+                if ended:
+                    for tail in (self._syncs, self._checkpoint_tail, self._sync_tail):
+                        if tail is not None:
+                            tail.close()
                 if self._heartbeat_producer is not None:
                     self._heartbeat_producer.flush(5)
                     self._heartbeat_producer = None
@@ -497,11 +502,28 @@ class Follower:
             self._syncs = OffsetSyncTail(self.flow)
             self._checkpoint_tail = CheckpointTail(self.flow)
         store = self._syncs.refresh(timeout=max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000))
-        run = emit_checkpoints(self.flow, store=store, checkpoints=self._checkpoint_tail)
+        group_offsets = find_checkpoint_groups(self.flow, self._decided_groups())
+        run = emit_checkpoints(
+            self.flow, group_offsets=group_offsets, store=store, checkpoints=self._checkpoint_tail
+        )
         return partial(self.reporter.checkpoints, run)
 
+    def _decided_groups(self) -> list[str] | None:
+        """The groups the group listener decided, or None (find them now)."""
+        decided = self._groups() if self._groups is not None else None
+        return None if decided is None else list(decided)
+
     def _group_offsets(self) -> Report:
-        return partial(self.reporter.group_offsets, sync_group_offsets(self.flow))
+        # A tail of its own: this runs on a thread of its own, beside the checkpoint pass.
+        if self._sync_tail is None:
+            self._sync_tail = CheckpointTail(self.flow)
+        groups = self._decided_groups()
+        if groups is None:
+            groups = list(find_checkpoint_groups(self.flow))
+        timeout = max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000)
+        checkpoints = self._sync_tail.refresh(timeout=timeout)
+        run = sync_group_offsets(self.flow, checkpoints=checkpoints, groups=groups)
+        return partial(self.reporter.group_offsets, run)
 
     def _topic_configs(self) -> Report | None:
         layout = self._layout  # replaced, never changed in place, by the follower's thread

@@ -36,7 +36,7 @@ from mm2_assets.defs.dagster_compat import add_run_tags, free_pool_slots, mark_r
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
-from mm2_assets.defs.replication.recorded_set import RecordedSet
+from mm2_assets.defs.replication.recorded_set import RecordedGroups, RecordedSet
 from mm2_assets.defs.replication.report_cadence import (
     CountCadence,
     MaterializeCadence,
@@ -293,15 +293,17 @@ def follower_job(
         with StopOnSignals(stop) as signals:
             # Runs until terminated (SIGTERM, or SIGINT from Dagster's terminate); an
             # interruption Dagster raises instead also stops it cleanly, in its `finally`.
-            # The set the topic listener sensor records, not a listing of its own.
-            replicated = keys.get("replicated_topics")
-            topics = None if replicated is None else RecordedSet(context.instance, replicated, flow)
+            # What the listener sensors record, not listings of its own.
+            replicated, checkpoints = keys.get("replicated_topics"), keys.get("checkpoints")
+            topics = RecordedSet(context.instance, replicated, flow) if replicated else None
+            groups = RecordedGroups(context.instance, checkpoints) if checkpoints else None
             follower = Follower(
                 flow,
                 lambda: spark.spark_session,
                 reporter,
                 what=f"follower run {context.run_id}",
                 topics=topics,
+                groups=groups,
             )
             follower.run(stop, signals.keep)
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")

@@ -102,7 +102,8 @@ def topic_listener_sensor(
                 reaction.run_requests.append(request)
         if deleted:
             reaction.partition_requests.append(partitions.build_delete_request(deleted))
-        if change or added or deleted:
+        # The first tick records the set even when empty: the follower run follows it.
+        if change or added or deleted or context.cursor is None:
             reaction.observation = (
                 replicated_topics,
                 {

@@ -1,0 +1,1417 @@
+"""Soak benchmark (issue 24): the follower under `dagster-daemon` for an hour, with churn.
+
+One run starts two local single-broker clusters with the project's launcher (`primary`, the
+source, and `backup`), writes an mm2.properties for the flow primary->backup on `soak-.*`
+(replication factor 1, checkpoints every 60 s and heartbeats every 1 s, MM2's defaults,
+`sync.group.offsets.enabled = true`, follow mode, the default), and:
+
+1. creates 16 topics of 4 partitions (`soak-0`..`soak-15`: 64 partitions) and writes one probe
+   record to each partition;
+2. pre-fills the flow's offset-syncs topic (`offset_syncs_location`: on the source by default,
+   created as the copy tasks create it) with `--prefill-syncs` MM2-format offset syncs for
+   those partitions, batched. Their offsets start at 10^12, above anything the soak writes:
+   no group offset translates through them, and each partition's first real sync drops them
+   (MM2's rewind rule). They are history a checkpoint pass has to read, nothing more;
+3. starts `dagster-daemon run -w workspace.yaml` (this checkout, `MM2_CONFIG`, a fresh
+   `DAGSTER_HOME` from `mm2-assets instance init`: local SQLite, production's run limits) in
+   a process group of its own; the replication driver sensor starts the follower run (and the
+   heartbeat-only run of the reverse pair, as MM2 emits heartbeats for every pair);
+4. once every probe is on the target (start-up, not measured), the soak starts: a producer
+   thread writes `--rate` records/s of `--value-size` bytes round robin over the live
+   partitions (key `<topic>/<partition>-<sequence>`: a sequence per partition); 20 consumer
+   groups (`soak-group-N`) commit on the source every `--commit-seconds` (one consumer per
+   group that commits `Consumer.commit(offsets=...)` without fetching: group N sits 20*N
+   records behind each partition's end; fetching the stream 20 times over would put 20x the
+   broker work on the 2 shared cores, work the follower never does); every `--churn-minutes`
+   a topic `soak-new-K` (4 partitions, produced to) is created and the oldest added topic is
+   deleted (a base topic when none was added yet), after producing to it stopped and every
+   record of it reached the target;
+5. after `--warmup-minutes`, `--minutes` are measured in buckets of `--bucket-minutes`
+   (10; half the soak when it is shorter than two buckets); sampled every
+   `--sample-seconds`: the daemon's process tree (daemon, code server, run workers, Spark's
+   JVM and workers) RSS and CPU (`procstat`), the brokers' CPU, and the event log;
+6. at the end: producing stops, the target catches up, lost and duplicated records are counted
+   per partition, record by record; the daemon's process group gets SIGTERM (its members are
+   waited for, and whatever is left is listed, then killed); the clusters stop.
+
+How each figure is measured:
+
+- latency: CreateTime → first arrival on the target, stamped by one read_committed consumer
+  of every `primary.soak-*` topic (assigned from the start as each appears, no group),
+  per record (latency.py's `Tally`/`Phase`), bucketed by CreateTime;
+- event log: events stored by the instance, counted through the public API
+  (`DagsterInstance.get_records_for_run` with a cursor per run, the runless events under run
+  id "" included), as growth per minute; and the bytes of every file under DAGSTER_HOME
+  (SQLite databases and compute logs) beside it;
+- checkpoint pass time: not in the `checkpoints` materialization's metadata, so it is
+  derived. The follower runs a pass when its interval work starts and then every
+  `emit.checkpoints.interval.seconds` after the previous pass's start (the next right away when
+  a pass overran); the interval work starts right after the run logs `following ... (layout
+  1)`, so pass k starts at that log event's time + k intervals (per run). It ends when its
+  checkpoint records are stamped (`emit_checkpoints` stamps them once, after reading and
+  translating, just before writing: read from the target's checkpoints topic); a pass that
+  wrote none ends at its `checkpoints` materialization (up to 0.5 s late: the follower's loop
+  hands it over). The first pass of a run reads the whole offset-syncs topic;
+- heartbeats: the timestamps in the flow's heartbeat records on the target's `heartbeats`
+  topic; a gap is the time between two in a row, and a bucket's largest gap includes the
+  time from its last heartbeat to its end (so a silent follower shows);
+- "within 10 %" is read as "the last bucket at most 10 % above the first": a soak looks for
+  growth.
+
+Usage: `.venv/bin/python bench/soak.py [--minutes 60] [--warmup-minutes 5] [--rate 2000]
+[--churn-minutes 10] [--prefill-syncs 5000000] [--out DIR]`; `--render JSON` writes soak.md
+again from a run's soak.json. Results: `bench/results/soak.{json,md}`. A full run takes the
+set-up (clusters, pre-fill, Dagster and Spark start: a few minutes) + warm-up + soak + the
+drain and stop (about a minute): ~75 minutes with the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import platform
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+# This checkout's package, not whichever the virtualenv's editable install points at.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from latency import LAYOUT_LINE, Phase, Tally, fmt, load_note, machine_load, percentile
+from mm2_process import group_members, interrupt_on_sigterm, start_process_group, stop_process_group
+from procstat import TreeCpu, process_cpu_seconds, tree_pids, tree_rss_bytes
+
+from mm2_assets.deploy.instance import init_instance
+from mm2_assets.kafka.admin import BOUNDED_COMPACTED, admin_client, end_offsets, ensure_topic
+from mm2_assets.kafka.admin import flow_admin as kafka_flow_admin
+from mm2_assets.kafka.checkpoint_store import checkpoints_topic
+from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.kafka.heartbeats import heartbeats_topic
+from mm2_assets.kafka.launcher import running_clusters
+from mm2_assets.kafka.offset_syncs import OFFSET_SYNCS_PARTITION, offset_syncs_location
+from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.wire import Heartbeat, OffsetSync, WireFormatError
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SOURCE, TARGET = "primary", "backup"
+BASE_TOPICS = 16
+PARTITIONS = 4
+GROUPS = 20
+GROUP_LAG_STEP = 20
+"""Group N commits this many records times N behind each partition's end."""
+PROBE = b"probe"
+PREFILL_BASE = 10**12
+"""Offsets of the pre-filled syncs start here: above anything the soak writes (see step 2)."""
+SYNC_VALUE = struct.Struct(">qq")
+"""An OffsetSync record value (upstream, downstream offsets), packed straight for 5,000,000 of
+them; checked against `OffsetSync.record_value` before use."""
+ISSUE = {"minutes": 60, "rate": 2000, "churn_minutes": 10, "prefill_syncs": 5_000_000}
+"""The issue's parameters: a run below them is a smoke run, not a verdict."""
+GOAL_RATIO = 1.10
+
+
+def soak_properties(source: str, target: str, extra: list[str]) -> str:
+    """mm2.properties of the soak's flow (see the module docstring), then `extra` lines
+    (`--property`, for experiments; the last value of a key wins)."""
+    return (
+        f"clusters = {SOURCE}, {TARGET}\n"
+        f"{SOURCE}.bootstrap.servers = {source}\n"
+        f"{TARGET}.bootstrap.servers = {target}\n"
+        f"{SOURCE}->{TARGET}.enabled = true\n"
+        f"{SOURCE}->{TARGET}.topics = soak-.*\n"
+        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+        "emit.checkpoints.interval.seconds = 60\n"
+        "emit.heartbeats.interval.seconds = 1\n"
+        "sync.group.offsets.enabled = true\n"
+        "mm2assets.replication.mode = follow\n"
+    ) + "".join(f"{line}\n" for line in extra)
+
+
+def phase_name(topic: str, partition: int) -> bytes:
+    """The key prefix of one partition's records (`Tally` splits keys at the last '-')."""
+    return b"%s/%d" % (topic.encode(), partition)
+
+
+def create_topics(admin: AdminClient, topics: list[str]) -> None:
+    """Create `topics` with PARTITIONS partitions each on a one-broker cluster."""
+    futures = admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics])
+    for future in futures.values():
+        future.result(60)
+
+
+# --- set-up ----------------------------------------------------------------------------------
+
+
+def prefill_syncs(flow: FlowConfig, topics: list[str], count: int) -> dict:
+    """Write `count` offset syncs for `topics`' partitions (round robin) to the flow's
+    offset-syncs topic, created as the copy tasks create it; what was written, how fast."""
+    topic, on_target = offset_syncs_location(flow)
+    side = "target" if on_target else "source"
+    cluster = flow.cluster(side)
+    ensure_topic(
+        kafka_flow_admin(flow, side),
+        topic,
+        partitions=1,
+        replication_factor=flow.offset_syncs_topic_replication_factor,
+        config=BOUNDED_COMPACTED,
+        cluster=cluster.alias,
+    )
+    parts = [(t, p) for t in topics for p in range(PARTITIONS)]
+    keys = [OffsetSync(t, p, 0, 0).record_key() for t, p in parts]
+    sample = OffsetSync(parts[0][0], parts[0][1], PREFILL_BASE + 7, PREFILL_BASE + 9)
+    if SYNC_VALUE.pack(PREFILL_BASE + 7, PREFILL_BASE + 9) != sample.record_value():
+        raise RuntimeError("SYNC_VALUE no longer packs what OffsetSync.record_value writes")
+    failed: list[str] = []
+
+    def delivered(err: object, _msg: Message) -> None:
+        if err is not None and len(failed) < 5:
+            failed.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "linger.ms": 100,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "acks": "all",
+        }
+    )
+    started = time.monotonic()
+    n = len(parts)
+    i = 0
+    while i < count:
+        # Sync j of a partition: upstream and downstream offset PREFILL_BASE + 100 j (one per
+        # offset.lag.max records, as a copy writes them).
+        offset = PREFILL_BASE + 100 * (i // n)
+        try:
+            producer.produce(
+                topic,
+                key=keys[i % n],
+                value=SYNC_VALUE.pack(offset, offset),
+                partition=OFFSET_SYNCS_PARTITION,
+                on_delivery=delivered,
+            )
+        except BufferError:
+            producer.poll(0.05)
+            continue
+        i += 1
+        if i % 50_000 == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    if left or failed:
+        raise RuntimeError(f"pre-filling {topic}: {left} not delivered, errors {failed}")
+    seconds = time.monotonic() - started
+    return {
+        "topic": topic,
+        "cluster": cluster.alias,
+        "syncs": count,
+        "partitions": n,
+        "seconds": round(seconds, 1),
+        "syncs_per_s": round(count / seconds) if seconds > 0 else None,
+    }
+
+
+def write_probes(bootstrap: str, topics: list[str]) -> int:
+    """One probe record per partition (`probe-<i>`): the follower is ready once every one
+    is on the target. Returns how many."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    i = 0
+    for topic in topics:
+        for p in range(PARTITIONS):
+            producer.produce(topic, key=b"%s-%d" % (PROBE, i), value=b"p", partition=p)
+            i += 1
+    if producer.flush(60):
+        raise RuntimeError("probe records not delivered")
+    return i
+
+
+# --- load ------------------------------------------------------------------------------------
+
+
+class Stream:
+    """A producer thread: `rate` records/s round robin over the live partitions, a sequence per
+    partition in the key; topics join and leave (churn) while it runs."""
+
+    def __init__(self, bootstrap: str, rate: int, value_size: int, tally: Tally) -> None:
+        self.rate = rate
+        self.value = b"x" * value_size
+        self.tally = tally
+        self.sent: dict[tuple[str, int], int] = {}
+        self.failed: dict[bytes, int] = {}
+        self.errors: list[str] = []
+        self.partitions: list[tuple[str, int]] = []  # replaced, never changed in place
+        self.produced = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        self._thread = threading.Thread(target=self._run, name="soak-producer", daemon=True)
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics produced to now."""
+        return sorted({t for t, _ in self.partitions})
+
+    def add_topic(self, topic: str) -> None:
+        """Produce to `topic` from now on (its partitions' phases are registered first: the
+        reader only looks them up)."""
+        for p in range(PARTITIONS):
+            name = phase_name(topic, p)
+            self.tally.phases.setdefault(name, Phase(name))
+            self.sent.setdefault((topic, p), 0)
+        with self._lock:
+            self.partitions = [*self.partitions, *((topic, p) for p in range(PARTITIONS))]
+
+    def retire_topic(self, topic: str) -> None:
+        """Stop producing to `topic`; returns once what was produced to it is acknowledged."""
+        with self._lock:  # no batch is under way: nothing is produced to it after this
+            self.partitions = [tp for tp in self.partitions if tp[0] != topic]
+        self._producer.flush(60)
+
+    def expected(self, topic: str, partition: int) -> int:
+        """Records of the partition on the source (produced less failed deliveries)."""
+        return self.sent.get((topic, partition), 0) - self.failed.get(
+            phase_name(topic, partition), 0
+        )
+
+    def _delivered(self, err: object, msg: Message) -> None:
+        if err is None:
+            return
+        name = msg.key().rpartition(b"-")[0]
+        self.failed[name] = self.failed.get(name, 0) + 1
+        if len(self.errors) < 20:
+            self.errors.append(str(err))
+
+    def start(self) -> Stream:
+        """Start producing."""
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        producer = self._producer
+        started = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            with self._lock:
+                parts = self.partitions
+                while self.produced < due and parts:
+                    topic, p = parts[self.produced % len(parts)]
+                    seq = self.sent[(topic, p)]
+                    try:
+                        producer.produce(
+                            topic,
+                            key=b"%s-%d" % (phase_name(topic, p), seq),
+                            value=self.value,
+                            partition=p,
+                            on_delivery=self._delivered,
+                        )
+                    except BufferError:
+                        break  # served below; the next turn catches up
+                    self.sent[(topic, p)] = seq + 1
+                    self.produced += 1
+            producer.poll(0)
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        """Stop producing and wait for every acknowledgement."""
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(30)
+        self._producer.flush(60)
+
+
+class Groups:
+    """`count` consumer groups committing on the source every `every` seconds, in one thread
+    (see the module docstring: commits without fetching)."""
+
+    def __init__(self, bootstrap: str, count: int, every: float, stream: Stream) -> None:
+        self.every = every
+        self.stream = stream
+        self.rounds = 0
+        self.errors: list[str] = []
+        self.error_count = 0
+        self._admin = admin_client({"bootstrap.servers": bootstrap})
+        self._consumers = [
+            Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": f"soak-group-{g}",
+                    "enable.auto.commit": False,
+                }
+            )
+            for g in range(count)
+        ]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-groups", daemon=True)
+
+    def _error(self, exc: BaseException) -> None:
+        self.error_count += 1
+        if len(self.errors) < 20:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def start(self) -> Groups:
+        """Start committing."""
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            parts = self.stream.partitions
+            try:
+                # A topic deleted by the churn meanwhile is left out, not an error.
+                ends = end_offsets(self._admin, parts, cluster=SOURCE, skip_deleted=True)
+            except Exception as exc:
+                self._error(exc)
+                continue
+            for g, consumer in enumerate(self._consumers):
+                offsets = [
+                    TopicPartition(t, p, max(0, end - g * GROUP_LAG_STEP))
+                    for (t, p), end in sorted(ends.items())
+                ]
+                try:
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                except KafkaException as exc:
+                    self._error(exc)
+            self.rounds += 1
+
+    def stop(self) -> None:
+        """Stop committing and close the consumers."""
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(60)
+        for consumer in self._consumers:
+            consumer.close()
+
+
+class Churn:
+    """Every `every` seconds from `t0` until `until`: a new topic `soak-new-K`, and the oldest
+    added topic (a base topic when none was added yet) retired, drained and deleted."""
+
+    def __init__(
+        self,
+        admin: AdminClient,
+        stream: Stream,
+        base: list[str],
+        *,
+        every: float,
+        t0: float,
+        until: float,
+        drain_timeout: float,
+    ) -> None:
+        self.admin = admin
+        self.stream = stream
+        self.base = list(base)
+        self.every = every
+        self.t0 = t0
+        self.until = until
+        self.drain_timeout = drain_timeout
+        self.added: deque[str] = deque()
+        self.events: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-churn", daemon=True)
+
+    def start(self) -> Churn:
+        """Start the churn clock."""
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        k = 0
+        while True:
+            due = self.t0 + (k + 1) * self.every
+            if due >= self.until or self._stop.wait(max(0.0, due - time.time())):
+                return
+            self.events.append(self._churn(k))
+            k += 1
+
+    def drained(self, topic: str, timeout: float) -> bool:
+        """Wait until every record produced to `topic` is on the target."""
+        deadline = time.monotonic() + timeout
+        phases = self.stream.tally.phases
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if all(
+                phases[phase_name(topic, p)].distinct >= self.stream.expected(topic, p)
+                for p in range(PARTITIONS)
+            ):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def _churn(self, k: int) -> dict:
+        started = time.time()
+        victim = self.added.popleft() if self.added else self.base.pop(0)
+        new = f"soak-new-{k}"
+        event: dict[str, Any] = {"at": started, "created": new, "deleted": victim}
+        try:
+            create_topics(self.admin, [new])
+            self.stream.add_topic(new)
+            self.added.append(new)
+            self.stream.retire_topic(victim)
+            # Deleted only once its records are on the target: a record the follower had no
+            # chance to copy would count as lost, and that is not what the soak measures.
+            drain_started = time.monotonic()
+            event["drained"] = self.drained(victim, self.drain_timeout)
+            event["drain_s"] = round(time.monotonic() - drain_started, 2)
+            self.admin.delete_topics([victim])[victim].result(60)
+        except Exception as exc:  # reported; the soak goes on
+            event["error"] = f"{type(exc).__name__}: {exc}"
+        event["seconds"] = round(time.time() - started, 2)
+        return event
+
+    def stop(self) -> None:
+        """Stop after the churn under way."""
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(self.drain_timeout + 120)
+
+
+# --- what arrives on the target --------------------------------------------------------------
+
+
+class TargetTail:
+    """One read_committed consumer of the target, in a thread: every remote soak topic (each
+    record's first arrival stamped into a `Tally`, as latency.py's `TargetReader` does for one
+    topic), the heartbeats topic (this flow's heartbeat times) and the checkpoints topic (the
+    checkpoint records' times). Topics are assigned from their start as they appear (no
+    group: no rebalance delay)."""
+
+    def __init__(self, bootstrap: str, flow: FlowConfig, tally: Tally) -> None:
+        self.bootstrap = bootstrap
+        self.tally = tally
+        self.remote_prefix = flow.replication_policy().format_remote_topic(SOURCE, "soak-")
+        self.heartbeats_topic = heartbeats_topic(flow)
+        self.checkpoints_topic = checkpoints_topic(flow)
+        self.heartbeats: list[float] = []
+        """Epoch seconds in each of this flow's heartbeat records, in topic order."""
+        self.checkpoints: list[float] = []
+        """Epoch seconds stamped on each checkpoint record, in topic order."""
+        self.assigned: set[str] = set()
+        self.error: BaseException | None = None
+        self._finish_at: float | None = None
+        self._idle = 3.0
+        self._thread = threading.Thread(target=self._run, name="soak-reader", daemon=True)
+
+    def start(self) -> TargetTail:
+        """Start reading."""
+        self._thread.start()
+        return self
+
+    def _wanted(self, topic: str) -> bool:
+        return topic.startswith(self.remote_prefix) or topic in (
+            self.heartbeats_topic,
+            self.checkpoints_topic,
+        )
+
+    def _discover(self, consumer: Consumer) -> None:
+        metadata = consumer.list_topics(timeout=10)
+        new = []
+        for name, meta in metadata.topics.items():
+            if name in self.assigned or meta.error is not None or not meta.partitions:
+                continue
+            if self._wanted(name):
+                new += [TopicPartition(name, p, OFFSET_BEGINNING) for p in meta.partitions]
+                self.assigned.add(name)
+        if new:
+            consumer.incremental_assign(new)
+
+    def _handle(self, batch: list[Message], now: float) -> bool:
+        records = []
+        for msg in batch:
+            topic = msg.topic()
+            if msg.error() is not None or not topic:
+                records.append(msg)  # the tally keeps the first errors
+            elif topic == self.heartbeats_topic:
+                with contextlib.suppress(WireFormatError):
+                    beat = Heartbeat.from_record(msg.key(), msg.value())
+                    if (beat.source_cluster_alias, beat.target_cluster_alias) == (SOURCE, TARGET):
+                        self.heartbeats.append(beat.timestamp / 1000)
+            elif topic == self.checkpoints_topic:
+                self.checkpoints.append(msg.timestamp()[1] / 1000)
+            else:
+                records.append(msg)
+        return self.tally.handle(records, now) if records else False
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"soak-reader-{time.time_ns()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+            }
+        )
+        last_record = time.monotonic()
+        next_discovery = 0.0
+        try:
+            while True:
+                if time.monotonic() >= next_discovery:
+                    self._discover(consumer)
+                    next_discovery = time.monotonic() + 2.0
+                first = consumer.poll(0.1)
+                if first is not None:
+                    batch = [first, *consumer.consume(10_000, 0)]
+                    if self._handle(batch, time.time()):
+                        last_record = time.monotonic()
+                    continue
+                finish_at = self._finish_at
+                if finish_at is not None and (
+                    time.monotonic() - max(last_record, finish_at) > self._idle
+                ):
+                    break
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+        finally:
+            consumer.close()
+
+    def finish(self, idle: float = 5.0, timeout: float = 300.0) -> None:
+        """Stop once nothing new arrived for `idle` seconds (late duplicates are counted)."""
+        if self._thread.ident is None:
+            return
+        self._idle = idle
+        self._finish_at = time.monotonic()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError(f"the target reader did not finish in {timeout} s")
+        if self.error is not None:
+            raise RuntimeError(f"the target reader failed: {self.error}") from self.error
+
+
+# --- the daemon and its instance -------------------------------------------------------------
+
+
+class EventLog:
+    """The instance's event log, counted incrementally through the public API: every run's
+    events (a cursor per run) and the runless ones (run id "")."""
+
+    RUNLESS = ""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.instance = dg.DagsterInstance.from_config(str(home))
+        self.count = 0
+        self.errors = 0
+        self._cursors: dict[str, str] = {}
+
+    def sample(self) -> int | None:
+        """Events stored so far (None when the storage could not be read this time)."""
+        try:
+            run_ids = [r.run_id for r in self.instance.get_runs()]
+            for run_id in [*run_ids, self.RUNLESS]:
+                while True:
+                    page = self.instance.get_records_for_run(
+                        run_id, cursor=self._cursors.get(run_id), limit=5000
+                    )
+                    if page.records:
+                        self.count += len(page.records)
+                        self._cursors[run_id] = page.cursor
+                    if not page.has_more:
+                        break
+        except Exception:  # e.g. SQLite busy while the daemon writes: the next sample reads on
+            self.errors += 1
+            return None
+        return self.count
+
+    def storage_bytes(self) -> int:
+        """Bytes of every file under DAGSTER_HOME (SQLite databases, compute logs)."""
+        total = 0
+        for path in self.home.rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    total += path.stat().st_size
+        return total
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :].split()[0] != "Z"
+
+
+def stop_daemon(proc: subprocess.Popen, grace: float = 30.0) -> dict:
+    """SIGTERM to the daemon's process group, then wait for the leader and every process the
+    daemon started (whatever its group), `grace` s more for them; what was left is listed and
+    killed (a clean stop leaves nothing)."""
+    started = time.monotonic()
+    tree = tree_pids(proc.pid)
+    stop_process_group(proc, timeout=60)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and (group_members(proc.pid) or any(_alive(p) for p in tree)):
+        time.sleep(0.2)
+    left = group_members(proc.pid)
+    strays = [p for p in tree if _alive(p) and not any(m.startswith(f"{p} ") for m in left)]
+    left += [f"{p} (outside the group)" for p in strays]
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid in strays:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return {
+        "exit_code": proc.returncode,
+        "stop_s": round(time.monotonic() - started, 2),
+        "leftovers": left,
+    }
+
+
+def _message(record: Any) -> str:
+    entry = record.event_log_entry
+    if entry.dagster_event is not None:
+        return f"{entry.dagster_event.event_type_value}: {entry.dagster_event.message or ''}"
+    return entry.user_message
+
+
+def layout_time(instance: dg.DagsterInstance, run_id: str) -> float | None:
+    """When run `run_id` logged its first layout (`following ... (layout 1)`), None if never."""
+    cursor = None
+    for _ in range(20):
+        page = instance.get_records_for_run(run_id, cursor=cursor, limit=200)
+        for record in page.records:
+            match = LAYOUT_LINE.search(record.event_log_entry.user_message or "")
+            if match and match.group(4) == "1":
+                return record.timestamp
+        if not page.has_more:
+            return None
+        cursor = page.cursor
+    return None
+
+
+def dagster_facts(instance: dg.DagsterInstance, flow: FlowConfig) -> dict:
+    """The runs (status, start, end, last messages), the `checkpoints` materializations and
+    each follower run's first layout time, read after the daemon stopped."""
+    runs = []
+    for record in instance.get_run_records(ascending=True):
+        run = record.dagster_run
+        last = instance.get_records_for_run(run.run_id, limit=6, ascending=False).records
+        runs.append(
+            {
+                "run_id": run.run_id,
+                "job": run.job_name,
+                "status": run.status.value,
+                "start": record.start_time,
+                "end": record.end_time,
+                "last_messages": [_message(r)[:300] for r in reversed(last)],
+            }
+        )
+    follower_job = f"{flow.key}__follower"
+    layouts = {
+        r["run_id"]: layout_time(instance, r["run_id"]) for r in runs if r["job"] == follower_job
+    }
+    key = dg.AssetKey([flow.key, "checkpoints"])
+    materializations = [
+        {"run_id": r.run_id, "at": r.timestamp}
+        for r in instance.fetch_materializations(key, limit=100_000, ascending=True).records
+    ]
+    return {"runs": runs, "layouts": layouts, "checkpoint_materializations": materializations}
+
+
+# --- analysis --------------------------------------------------------------------------------
+
+
+def checkpoint_passes(
+    materializations: list[dict],
+    layouts: dict[str, float | None],
+    records: list[float],
+    period: float,
+) -> list[dict]:
+    """Each checkpoint pass's start, end and seconds (see the module docstring): per run, pass
+    0 starts at the run's first layout, pass k at the previous start + `period` (at the
+    previous end when that overran; passes that reported nothing skip a period); a pass ends
+    at its checkpoint records' stamp (`records`, after the previous materialization and not
+    after its own) or, having written none, at its materialization."""
+    out = []
+    stamps = sorted(records)
+    by_run: dict[str, list[float]] = {}
+    for m in materializations:
+        by_run.setdefault(m["run_id"], []).append(m["at"])
+    for run_id, times in by_run.items():
+        start: float | None = None
+        previous_end: float | None = None
+        previous_at = layouts.get(run_id) or 0.0
+        for index, at in enumerate(sorted(times)):
+            mine = [s for s in stamps if previous_at < s <= at]
+            end = max(mine) if mine else at
+            if start is None or previous_end is None:
+                start = layouts.get(run_id)
+            else:
+                start = max(start + period, previous_end)
+                while start + period <= end:
+                    start += period
+            out.append(
+                {
+                    "run_id": run_id,
+                    "index": index,
+                    "first": index == 0,
+                    "start": start,
+                    "end": end,
+                    "end_from": "records" if mine else "materialization",
+                    "seconds": None if start is None else round(end - start, 3),
+                }
+            )
+            previous_end, previous_at = end, at
+    return out
+
+
+def max_gap(times: list[float], start: float, end: float) -> float | None:
+    """The longest time within [start, end) without a heartbeat: between two in a row, and
+    from the last one to `end` (None without any heartbeat up to `end`)."""
+    before = [t for t in times if t < start]
+    points = ([before[-1]] if before else []) + [t for t in times if start <= t < end]
+    if not points:
+        return None
+    gaps = [b - a for a, b in itertools.pairwise(points)]
+    gaps.append(end - points[-1])
+    if not before:
+        gaps.append(points[0] - start)
+    return max(gaps)
+
+
+def latencies_by_bucket(tally: Tally, edges: list[float]) -> list[array]:
+    """Latencies (first arrival - CreateTime) of the records created in each bucket
+    [edges[i], edges[i+1]); records not on the target are left out (counted as lost)."""
+    out = [array("d") for _ in edges[:-1]]
+    first, last = edges[0], edges[-1]
+    for name, phase in tally.phases.items():
+        if name == PROBE:
+            continue
+        for visible, created in zip(phase.visible, phase.created, strict=True):
+            if not visible or created < first or created >= last:
+                continue
+            for i in range(len(out)):
+                if created < edges[i + 1]:
+                    out[i].append(visible - created)
+                    break
+    return out
+
+
+def window_samples(samples: list[dict], start: float, end: float) -> list[dict]:
+    """The samples taken within [start, end] (the nearest before and after included)."""
+    inside = [s for s in samples if start <= s["t"] <= end]
+    before = [s for s in samples if s["t"] < start]
+    after = [s for s in samples if s["t"] > end]
+    return ([before[-1]] if before else []) + inside + ([after[0]] if after else [])
+
+
+def rate_of(samples: list[dict], key: str, per: float = 1.0) -> float | None:
+    """Growth of `key` per `per` seconds between the first and last of `samples` that have
+    it."""
+    have = [s for s in samples if s.get(key) is not None]
+    if len(have) < 2 or have[-1]["t"] <= have[0]["t"]:
+        return None
+    return (have[-1][key] - have[0][key]) / (have[-1]["t"] - have[0]["t"]) * per
+
+
+def bucket_row(
+    label: str,
+    start: float,
+    end: float,
+    lat: array,
+    passes: list[dict],
+    heartbeats: list[float],
+    samples: list[dict],
+    t0: float,
+) -> dict:
+    """One bucket's figures (see the module docstring)."""
+    window = window_samples(samples, start, end)
+    rss = [s["rss_mb"] for s in samples if start <= s["t"] <= end] or [s["rss_mb"] for s in window]
+    mine = [p["seconds"] for p in passes if start <= p["end"] < end and p["seconds"] is not None]
+    later = [
+        p["seconds"]
+        for p in passes
+        if start <= p["end"] < end and p["seconds"] is not None and not p["first"]
+    ]
+    gap = max_gap(heartbeats, start, end)
+    return {
+        "bucket": label,
+        "from_min": round((start - t0) / 60, 2),
+        "to_min": round((end - t0) / 60, 2),
+        "records": len(lat),
+        "p50_s": percentile(list(lat), 0.5) if lat else None,
+        "p99_s": percentile(list(lat), 0.99) if lat else None,
+        "max_s": max(lat) if lat else None,
+        "checkpoint_passes": len(mine),
+        "checkpoint_first_passes": len(mine) - len(later),
+        "checkpoint_max_s": max(later) if later else None,
+        "checkpoint_median_s": statistics.median(later) if later else None,
+        "heartbeat_max_gap_s": gap,
+        "heartbeats": sum(1 for t in heartbeats if start <= t < end),
+        "rss_mean_mb": statistics.fmean(rss) if rss else None,
+        "rss_max_mb": max(rss) if rss else None,
+        "cpu_cores": rate_of(window, "cpu_s"),
+        "brokers_cpu_cores": rate_of(window, "brokers_cpu_s"),
+        "bench_cpu_cores": rate_of(window, "bench_cpu_s"),
+        "events_per_min": rate_of(window, "events", 60),
+        "storage_mb_per_min": rate_of(window, "storage_mb", 60),
+        "loadavg_1m": statistics.fmean([s["loadavg_1m"] for s in window]) if window else None,
+    }
+
+
+GOAL_FIGURES = [
+    ("p99_s", "latency p99 s"),
+    ("checkpoint_max_s", "checkpoint pass max s (after a run's first)"),
+    ("heartbeat_max_gap_s", "heartbeat max gap s"),
+    ("rss_mean_mb", "RSS mean MB"),
+    ("cpu_cores", "CPU cores"),
+    ("events_per_min", "event log growth, events/min"),
+]
+
+
+def verdicts(report: dict) -> list[dict]:
+    """The issue's goals against what was measured."""
+    out = []
+    buckets = report["buckets"]
+    if len(buckets) >= 2:
+        first, last = buckets[0], buckets[-1]
+        for key, what in GOAL_FIGURES:
+            a, b = first.get(key), last.get(key)
+            ratio = b / a if a and b is not None else None
+            out.append(
+                {
+                    "goal": f"{what}: last bucket ≤ {GOAL_RATIO:.2f}x the first",
+                    "measured": f"{fmt(a, '.3f')} → {fmt(b, '.3f')} ({fmt(ratio, '.2f')}x)",
+                    "met": None if ratio is None else ratio <= GOAL_RATIO,
+                }
+            )
+    later = [p["seconds"] for p in report["checkpoint_passes"] if not p["first"]]
+    later = [s for s in later if s is not None]
+    firsts = [p["seconds"] for p in report["checkpoint_passes"] if p["first"]]
+    out.append(
+        {
+            "goal": f"every checkpoint pass after the first ≤ 1 s "
+            f"({report['prefill']['syncs']:,} syncs pre-filled)",
+            "measured": f"{len(later)} passes, max {fmt(max(later) if later else None, '.3f')} s; "
+            f"first pass(es) {', '.join(fmt(s, '.1f') for s in firsts) or '-'} s",
+            "met": (max(later) <= 1.0) if later else None,
+        }
+    )
+    interval = report["heartbeat_interval_s"]
+    gap = report["heartbeat_max_gap_s"]
+    out.append(
+        {
+            "goal": f"heartbeats' largest gap ≤ 2x their interval ({2 * interval:.0f} s) "
+            "throughout",
+            "measured": f"{fmt(gap, '.3f')} s over {report['heartbeat_count']:,} heartbeats",
+            "met": None if gap is None else gap <= 2 * interval,
+        }
+    )
+    totals = report["totals"]
+    out.append(
+        {
+            "goal": "0 lost, 0 duplicated",
+            "measured": f"{totals['records']:,} records: lost {totals['lost']}, "
+            f"duplicated {totals['duplicated']}",
+            "met": totals["lost"] == 0 and totals["duplicated"] == 0,
+        }
+    )
+    return out
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def verdict_text(met: bool | None) -> str:
+    return "n/a" if met is None else ("met" if met else "**not met**")
+
+
+def markdown(report: dict) -> str:
+    """soak.md from a run's soak.json."""
+    p = report["params"]
+    smoke = [k for k, v in ISSUE.items() if p.get(k, v) < v]
+    lines = [
+        "# Soak: the follower under dagster-daemon",
+        "",
+        f"Kafka {report['kafka_version']}, {report['machine']['cpus']} cores "
+        f"({report['machine']['platform']}, Python {report['machine']['python']}), Dagster "
+        f"{report['dagster_version']}, two local single-broker clusters. Flow "
+        f"{SOURCE}->{TARGET} on `soak-.*`: {BASE_TOPICS} topics x {PARTITIONS} partitions, "
+        f"{p['rate']:,} records/s of {p['value_size']} bytes, {GROUPS} consumer groups "
+        f"committing every {p['commit_seconds']} s, a topic added and one deleted every "
+        f"{p['churn_minutes']} min; {report['prefill']['syncs']:,} offset syncs pre-filled "
+        f"({report['prefill']['seconds']} s). Warm-up {p['warmup_minutes']} min, then "
+        f"{p['minutes']} min in buckets of {report['bucket_minutes']:g} min. "
+        f"Command: `{report['command']}`.",
+        "",
+    ]
+    if smoke:
+        lines += [
+            f"**Smoke run**: {', '.join(f'{k} {p[k]:,} < {ISSUE[k]:,}' for k in smoke)} "
+            "(the issue's parameters): the verdicts below are not the issue's.",
+            "",
+        ]
+    if p.get("note"):
+        lines += [f"Note: {p['note']}", ""]
+    if report.get("error"):
+        lines += [f"**The run failed**: `{report['error'][:800]}`", ""]
+    start = report.get("startup", {})
+    stop = report["stop"]
+    left = stop.get("leftovers", [])
+    left_note = f" (`{'; '.join(left)[:300]}`)" if left else ""
+    lines += [
+        f"Start-up (not measured): daemon start → follower run started "
+        f"{fmt(start.get('run_started_s'), '.1f')} s, → every probe on the target "
+        f"{fmt(start.get('ready_s'), '.1f')} s. Stop: SIGTERM to the daemon's process group, "
+        f"{fmt(stop.get('stop_s'), '.1f')} s, exit code {stop.get('exit_code')}, processes "
+        f"left: {len(left)}{left_note}.",
+        "",
+        "## Per bucket",
+        "",
+        "| minutes | records | p50 s | p99 s | max s | checkpoint pass max / median s (n) "
+        "| heartbeat max gap s | RSS MB mean (max) | CPU cores | brokers' cores "
+        "| event log events/min (MB/min) | loadavg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b in [*report.get("warmup", []), *report["buckets"]]:
+        firsts = f", {b['checkpoint_first_passes']} first" if b["checkpoint_first_passes"] else ""
+        lines.append(
+            f"| {b['bucket']} {b['from_min']:g}-{b['to_min']:g} | {b['records']:,} "
+            f"| {fmt(b['p50_s'], '.3f')} | {fmt(b['p99_s'], '.3f')} | {fmt(b['max_s'], '.3f')} "
+            f"| {fmt(b['checkpoint_max_s'], '.3f')} / {fmt(b['checkpoint_median_s'], '.3f')} "
+            f"({b['checkpoint_passes']}{firsts}) | {fmt(b['heartbeat_max_gap_s'], '.3f')} "
+            f"| {fmt(b['rss_mean_mb'], '.0f')} ({fmt(b['rss_max_mb'], '.0f')}) "
+            f"| {fmt(b['cpu_cores'])} | {fmt(b['brokers_cpu_cores'])} "
+            f"| {fmt(b['events_per_min'], '.1f')} ({fmt(b['storage_mb_per_min'], '.3f')}) "
+            f"| {fmt(b['loadavg_1m'])} |"
+        )
+    lines += [
+        "",
+        "## Goals (issue 24)",
+        "",
+        "| goal | measured | |",
+        "|---|---|---|",
+        *(
+            f"| {v['goal']} | {v['measured']} | {verdict_text(v['met'])} |"
+            for v in report["verdicts"]
+        ),
+        "",
+    ]
+    totals = report["totals"]
+    bad = [r for r in report["partitions"] if r["lost"] or r["duplicated"]]
+    lines += [
+        "## Records",
+        "",
+        f"{totals['records']:,} records produced to {len(report['partitions'])} partitions "
+        f"(probes: {totals['probes']}, lost {totals['probes_lost']}); lost {totals['lost']}, "
+        f"duplicated {totals['duplicated']}, failed deliveries {totals['failed_deliveries']}, "
+        f"strays {totals['strays']}; the target caught up "
+        f"{fmt(report.get('caught_up_s'), '.1f')} s after producing stopped.",
+        "",
+    ]
+    if bad:
+        lines += [
+            "| partition | produced | on target | lost | duplicated |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {r['partition']} | {r['expected']:,} | {r['arrived']:,} | {r['lost']} "
+                f"| {r['duplicated']} |"
+                for r in bad[:40]
+            ),
+            "",
+        ]
+    if report["reader_errors"]:
+        lines += [f"Reader errors: `{'; '.join(report['reader_errors'][:5])[:500]}`", ""]
+    lines += [
+        "## Churn",
+        "",
+        "| at min | created | deleted | drained s | |",
+        "|---|---|---|---|---|",
+    ]
+    for e in report["churn"]:
+        lines.append(
+            f"| {(e['at'] - report['t0']) / 60:.1f} | {e['created']} | {e['deleted']} "
+            f"| {fmt(e.get('drain_s'), '.1f')} | {e.get('error', '') or ''} |"
+        )
+    groups = report["groups"]
+    lines += [
+        "",
+        f"Consumer groups: {groups['rounds']} commit rounds of {GROUPS} groups, "
+        f"{groups['error_count']} errors"
+        + (f" (`{groups['errors'][0][:200]}`)" if groups["errors"] else "")
+        + ".",
+        "",
+        "## Runs",
+        "",
+        "| run | job | status | up s | last messages |",
+        "|---|---|---|---|---|",
+    ]
+    for r in report["runs"]:
+        up = r["end"] - r["start"] if r["start"] and r["end"] else None
+        last = "; ".join(m.replace("|", "/").replace("\n", " ") for m in r["last_messages"][-3:])
+        lines.append(
+            f"| {r['run_id'][:8]} | {r['job']} | {r['status']} | {fmt(up, '.0f')} | {last[:400]} |"
+        )
+    passes = report["checkpoint_passes"]
+    from_mat = sum(1 for x in passes if x["end_from"] == "materialization")
+    lines += [
+        "",
+        f"Checkpoint passes: {len(passes)} ({from_mat} ended at their materialization, the rest "
+        "at their records' stamp); the first pass of each run reads the whole offset-syncs "
+        "topic.",
+        "",
+        "## Machine",
+        "",
+        f"At the start: {load_note(report['load']['start'])}.",
+        "",
+        f"At the end: {load_note(report['load']['end'])}.",
+        "",
+        "## Method",
+        "",
+        "- Latency: CreateTime → first arrival on the target (one read_committed reader of "
+        "every remote soak topic, in the benchmark's process), bucketed by CreateTime.",
+        "- Checkpoint pass: from its scheduled start (the run's `(layout 1)` log event + k "
+        "checkpoint intervals, the follower's interval-work schedule) to its checkpoint "
+        "records' stamp (or its materialization when it wrote none): the pass time is not in "
+        "the materialization's metadata.",
+        "- Heartbeat gap: between consecutive heartbeat records of the flow on the target "
+        "(their timestamps), and from a bucket's last heartbeat to its end.",
+        "- RSS and CPU: the daemon's process tree (daemon, code server, run workers, Spark's "
+        f"JVM and Python workers), sampled every {p['sample_seconds']} s; RSS is the summed "
+        "VmRSS; CPU counts processes that exited too.",
+        "- Event log: events stored (`DagsterInstance.get_records_for_run` per run, and the "
+        "runless events), growth per minute; MB/min: every file under DAGSTER_HOME.",
+        '- "Within 10 %": the last bucket at most 10 % above the first.',
+        "- The producer, the 20 groups (commits without fetching), the churn and the reader "
+        "are threads of the benchmark's process, on the same cores as the brokers and "
+        "Dagster.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render(path: Path) -> int:
+    """Write soak.md (next to `path`) again from a run's soak.json."""
+    report = json.loads(path.read_text())
+    (path.parent / "soak.md").write_text(markdown(report))
+    return 0
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def wait_ready(
+    daemon: subprocess.Popen, probes: Phase, count: int, timeout: float, log: Path
+) -> float:
+    """Seconds until every probe is on the target; raises when the daemon exits or it takes
+    longer than `timeout`."""
+    started = time.monotonic()
+    while probes.distinct < count:
+        if daemon.poll() is not None:
+            raise RuntimeError(
+                f"dagster-daemon exited ({daemon.returncode}) while starting:\n"
+                f"{log.read_text(errors='replace')[-3000:]}"
+            )
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(
+                f"{probes.distinct} of {count} probes on the target after {timeout} s:\n"
+                f"{log.read_text(errors='replace')[-3000:]}"
+            )
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def wait_caught_up(stream: Stream, tally: Tally, timeout: float) -> float | None:
+    """Seconds until every record produced is on the target (None: not within `timeout`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if all(
+            tally.phases[phase_name(t, p)].distinct >= stream.expected(t, p) for t, p in stream.sent
+        ):
+            return time.monotonic() - started
+        time.sleep(0.5)
+    return None
+
+
+def sample(
+    daemon_pid: int, daemon_cpu: TreeCpu, brokers_cpu: TreeCpu, events: EventLog | None
+) -> dict:
+    """One sample of what the module docstring lists."""
+    return {
+        "t": time.time(),
+        "rss_mb": tree_rss_bytes(daemon_pid) / 1e6,
+        "processes": len(tree_pids(daemon_pid)),
+        "cpu_s": daemon_cpu.seconds,
+        "brokers_cpu_s": brokers_cpu.seconds,
+        "bench_cpu_s": process_cpu_seconds(os.getpid()),
+        "events": events.sample() if events is not None else None,
+        "storage_mb": events.storage_bytes() / 1e6 if events is not None else None,
+        "loadavg_1m": os.getloadavg()[0],
+    }
+
+
+def record_counts(stream: Stream, tally: Tally, probes: int) -> tuple[list[dict], dict]:
+    """Per partition: produced (less failed deliveries), on the target, lost, duplicated."""
+    rows = []
+    for (topic, p), _sent in sorted(stream.sent.items()):
+        phase = tally.phases[phase_name(topic, p)]
+        expected = stream.expected(topic, p)
+        rows.append(
+            {
+                "partition": f"{topic}/{p}",
+                "expected": expected,
+                "arrived": phase.distinct,
+                "lost": max(0, expected - phase.distinct),
+                "duplicated": phase.duplicates,
+            }
+        )
+    probe = tally.phases[PROBE]
+    totals = {
+        "records": sum(r["expected"] for r in rows),
+        "lost": sum(r["lost"] for r in rows) + max(0, probes - probe.distinct),
+        "duplicated": sum(r["duplicated"] for r in rows) + probe.duplicates,
+        "probes": probes,
+        "probes_lost": max(0, probes - probe.distinct),
+        "failed_deliveries": sum(stream.failed.values()),
+        "strays": tally.strays,
+    }
+    return rows, totals
+
+
+def soak(args: argparse.Namespace, report: dict) -> None:
+    """Everything between the clusters' start and stop (see the module docstring); fills
+    `report`. Whatever it started is stopped when it returns or raises."""
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    report["workdir"] = str(work)
+    print(f"soak: work directory {work}", flush=True)
+    stops: list[Callable[[], object]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="soak-kafka-") as kafka_dir,
+        running_clusters([SOURCE, TARGET], Path(kafka_dir)) as clusters,
+    ):
+        source = clusters[SOURCE].bootstrap_servers
+        target = clusters[TARGET].bootstrap_servers
+        config = work / "mm2.properties"
+        config.write_text(soak_properties(source, target, args.property))
+        report["config"] = config.read_text()
+        flow = load_checked_config(config).flows[0]
+        base = [f"soak-{i}" for i in range(BASE_TOPICS)]
+        admin = admin_client({"bootstrap.servers": source})
+        create_topics(admin, base)
+        probes = write_probes(source, base)
+        report["prefill"] = prefill_syncs(flow, base, args.prefill_syncs)
+        print(f"soak: pre-filled {json.dumps(report['prefill'])}", flush=True)
+        tally = Tally([PROBE])
+        stream = Stream(source, args.rate, args.value_size, tally)
+        for topic in base:
+            stream.add_topic(topic)
+        home = work / "dagster_home"
+        init_instance(home, postgres=False)
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            "MM2_CONFIG": str(config),
+            "PYTHONPATH": path,
+        }
+        reader = TargetTail(target, flow, tally).start()
+        log = work / "daemon.log"
+        daemon_started = time.time()
+        daemon = start_process_group(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
+            log,
+            cwd=ROOT,
+            env=env,
+        )
+        report["stop"] = {}
+        try:
+            with (
+                TreeCpu([daemon.pid], interval=1.0) as daemon_cpu,
+                TreeCpu([c.pid for c in clusters.values()], interval=2.0) as brokers_cpu,
+            ):
+                ready_s = wait_ready(daemon, tally.phases[PROBE], probes, args.startup_timeout, log)
+                report["startup"] = {"ready_s": ready_s}
+                print(f"soak: follower ready after {ready_s:.1f} s", flush=True)
+                events = EventLog(home)
+                t0 = time.time()
+                report["t0"] = t0
+                warm_end = t0 + args.warmup_minutes * 60
+                end = warm_end + args.minutes * 60
+                stream.start()
+                stops.append(stream.stop)
+                groups = Groups(source, GROUPS, args.commit_seconds, stream).start()
+                stops.append(groups.stop)
+                churn = Churn(
+                    admin,
+                    stream,
+                    base,
+                    every=args.churn_minutes * 60,
+                    t0=t0,
+                    until=end,
+                    drain_timeout=args.drain_timeout,
+                ).start()
+                stops.append(churn.stop)
+                samples: list[dict] = []
+                report["samples"] = samples
+                next_sample = time.time()
+                while (now := time.time()) < end:
+                    if daemon.poll() is not None:
+                        raise RuntimeError(f"dagster-daemon exited ({daemon.returncode})")
+                    if now >= next_sample:
+                        samples.append(sample(daemon.pid, daemon_cpu, brokers_cpu, events))
+                        next_sample += args.sample_seconds
+                        s = samples[-1]
+                        print(
+                            f"soak: {(now - t0) / 60:5.1f} min rss {s['rss_mb']:.0f} MB, "
+                            f"events {s['events']}, arrived "
+                            f"{sum(ph.distinct for ph in tally.phases.values()):,} of "
+                            f"{stream.produced:,}, heartbeats {len(reader.heartbeats)}",
+                            flush=True,
+                        )
+                    time.sleep(min(1.0, max(0.05, next_sample - time.time())))
+                samples.append(sample(daemon.pid, daemon_cpu, brokers_cpu, events))
+                # Producing stops; the churn and the groups first (a churn retires a topic
+                # through the stream).
+                for stop in reversed(stops):
+                    stop()
+                stops.clear()
+                report["caught_up_s"] = wait_caught_up(stream, tally, args.drain_timeout)
+                report["load"]["end"] = machine_load()
+                stop_at = time.time()
+                samples.append(sample(daemon.pid, daemon_cpu, brokers_cpu, events))
+                report["churn"] = churn.events
+                report["groups"] = {
+                    "rounds": groups.rounds,
+                    "error_count": groups.error_count,
+                    "errors": groups.errors,
+                }
+        finally:
+            for stop in reversed(stops):
+                with contextlib.suppress(Exception):
+                    stop()
+            report["stop"] = stop_daemon(daemon)
+            print(f"soak: daemon stopped {json.dumps(report['stop'])}", flush=True)
+        reader.finish()
+    # The clusters are stopped; the instance's storage stays in the work directory.
+    facts = dagster_facts(events.instance, flow)
+    report["daemon_started"] = daemon_started
+    follower_runs = [r for r in facts["runs"] if r["job"] == f"{flow.key}__follower"]
+    if follower_runs and follower_runs[0]["start"]:
+        report["startup"]["run_started_s"] = follower_runs[0]["start"] - daemon_started
+    report["runs"] = facts["runs"]
+    report["layouts"] = facts["layouts"]
+    passes = checkpoint_passes(
+        facts["checkpoint_materializations"],
+        facts["layouts"],
+        reader.checkpoints,
+        flow.emit_checkpoints_interval_seconds,
+    )
+    report["checkpoint_passes"] = passes
+    report["heartbeat_interval_s"] = flow.emit_heartbeats_interval_seconds
+    beats = reader.heartbeats
+    report["heartbeat_count"] = len(beats)
+    report["heartbeat_max_gap_s"] = max_gap(beats, beats[0], stop_at) if beats else None
+    report["event_log_read_errors"] = events.errors
+    rows, totals = record_counts(stream, tally, probes)
+    report["partitions"], report["totals"] = rows, totals
+    report["reader_errors"] = tally.errors
+    report["producer_errors"] = stream.errors
+    # Buckets: the warm-up, then the soak in `bucket` s.
+    bucket = args.bucket_minutes * 60
+    if args.minutes * 60 < 2 * bucket:
+        bucket = args.minutes * 60 / 2
+    report["bucket_minutes"] = bucket / 60
+    edges = [warm_end + i * bucket for i in range(round(args.minutes * 60 / bucket) + 1)]
+    lat = latencies_by_bucket(tally, [t0, warm_end, *edges[1:]])
+    report["warmup"] = [bucket_row("warm-up", t0, warm_end, lat[0], passes, beats, samples, t0)]
+    report["buckets"] = [
+        bucket_row(f"#{i + 1}", a, b, lat[i + 1], passes, beats, samples, t0)
+        for i, (a, b) in enumerate(itertools.pairwise(edges))
+    ]
+    report["verdicts"] = verdicts(report)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60, help="measured, after the warm-up")
+    parser.add_argument("--warmup-minutes", type=float, default=5)
+    parser.add_argument("--bucket-minutes", type=float, default=10)
+    parser.add_argument("--rate", type=int, default=2000, help="records/s over every partition")
+    parser.add_argument("--value-size", type=int, default=1024)
+    parser.add_argument("--churn-minutes", type=float, default=10)
+    parser.add_argument("--commit-seconds", type=float, default=5, help="the groups' commits")
+    parser.add_argument("--prefill-syncs", type=int, default=5_000_000)
+    parser.add_argument("--sample-seconds", type=float, default=10)
+    parser.add_argument("--startup-timeout", type=float, default=900)
+    parser.add_argument(
+        "--drain-timeout", type=float, default=300, help="wait for the target to catch up"
+    )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra mm2.properties line (repeatable; experiments)",
+    )
+    parser.add_argument("--note", default="", help="a line for the report (what else ran)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument(
+        "--render", metavar="JSON", help="only write soak.md (next to JSON) again from it"
+    )
+    args = parser.parse_args()
+    interrupt_on_sigterm()
+    if args.render:
+        return render(Path(args.render))
+    report: dict = {
+        "kafka_version": KAFKA_VERSION,
+        "dagster_version": dg.__version__,
+        "command": " ".join(["bench/soak.py", *sys.argv[1:]]),
+        "params": vars(args),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "load": {"start": machine_load()},
+    }
+    try:
+        soak(args, report)
+    except BaseException as exc:
+        # An hour's samples are worth keeping: beside the run's other files, not over the
+        # last good results.
+        report["error"] = f"{type(exc).__name__}: {exc}"
+        if report.get("workdir"):
+            partial = Path(report["workdir"]) / "soak-partial.json"
+            partial.write_text(json.dumps(report, indent=2, default=str))
+            print(f"soak failed: {report['error'][:2000]}\npartial results: {partial}")
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
+        raise
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "soak.json").write_text(json.dumps(report, indent=2))
+    text = markdown(report)
+    (out / "soak.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
