@@ -24,6 +24,7 @@ from mm2_assets.spark.standalone_cluster import ClusterError
 from mm2_assets.spark.standalone_cluster import register_cli as register_spark_cluster
 
 DEFAULT_KAFKA_DIR = Path(".mm2-assets") / "kafka"
+_CONFIG_HELP = "mm2.properties (default: $MM2_CONFIG, else the packaged demo config)"
 
 
 def _kafka_up(args: argparse.Namespace) -> int:
@@ -173,7 +174,22 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `mm2-assets` command."""
     parser = argparse.ArgumentParser(prog="mm2-assets", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    # The order of the calls is the order of the commands in `--help`.
+    _add_kafka_commands(commands)
+    register_translate_offsets(commands)
+    _add_spark_commands(commands)
+    register_postgres(commands)
+    register_instance(commands)
+    _add_config_commands(commands)
+    _add_flow_commands(commands)
+    _add_demo_commands(commands)
+    return parser
 
+
+def _add_kafka_commands(commands: argparse._SubParsersAction) -> None:
+    """`kafka up|down|status|fetch`: the local KRaft clusters."""
+    # Not kafka.service_commands.add_service_commands: `kafka` has its own `status` help and
+    # a fourth command, `fetch`.
     kafka = commands.add_parser("kafka", help="local Apache Kafka clusters (KRaft)")
     kafka_commands = kafka.add_subparsers(dest="kafka_command", required=True)
     for name, func, help_text in (
@@ -185,35 +201,42 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--dir", default=str(DEFAULT_KAFKA_DIR), help="data and state directory")
         sub.set_defaults(func=func)
         if name == "up":
-            sub.add_argument("--clusters", default="primary,backup", help="comma-separated aliases")
-            sub.add_argument(
-                "--base-port",
-                type=int,
-                default=launcher.DEFAULT_BASE_PORT,
-                help="client port of the first cluster; each next cluster adds 100",
-            )
-            sub.add_argument("--heap", default="512m", help="broker JVM max heap")
-            sub.add_argument(
-                "--sasl-user",
-                action="append",
-                metavar="NAME",
-                help="secure the clusters with SASL (PLAIN, SCRAM-SHA-256/512) and add this "
-                "user with a generated password (repeatable; written to "
-                "<dir>/<alias>/credentials.properties)",
-            )
-            sub.add_argument(
-                "--tls",
-                action="store_true",
-                help="also listen with SASL_SSL on the port after the controller's "
-                "(a keytool-made CA, <dir>/<alias>/tls/ca.pem); implies --sasl-user mm2",
-            )
+            _add_kafka_up_arguments(sub)
     fetch = kafka_commands.add_parser(
         "fetch", help="fetch the pinned Kafka jars from Maven Central"
     )
     fetch.add_argument("--version", default=runtime.KAFKA_VERSION)
     fetch.set_defaults(func=_kafka_fetch)
-    register_translate_offsets(commands)
 
+
+def _add_kafka_up_arguments(up: argparse.ArgumentParser) -> None:
+    """The options of `kafka up` besides `--dir`."""
+    up.add_argument("--clusters", default="primary,backup", help="comma-separated aliases")
+    up.add_argument(
+        "--base-port",
+        type=int,
+        default=launcher.DEFAULT_BASE_PORT,
+        help="client port of the first cluster; each next cluster adds 100",
+    )
+    up.add_argument("--heap", default="512m", help="broker JVM max heap")
+    up.add_argument(
+        "--sasl-user",
+        action="append",
+        metavar="NAME",
+        help="secure the clusters with SASL (PLAIN, SCRAM-SHA-256/512) and add this "
+        "user with a generated password (repeatable; written to "
+        "<dir>/<alias>/credentials.properties)",
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="also listen with SASL_SSL on the port after the controller's "
+        "(a keytool-made CA, <dir>/<alias>/tls/ca.pem); implies --sasl-user mm2",
+    )
+
+
+def _add_spark_commands(commands: argparse._SubParsersAction) -> None:
+    """`spark archive|connect|cluster`: the local Spark driver, Connect server and cluster."""
     spark = commands.add_parser(
         "spark", help="the local Spark driver, Connect server and standalone cluster"
     )
@@ -226,9 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     archive.set_defaults(func=_spark_archive)
     register_spark_connect(spark_commands)
     register_spark_cluster(spark_commands)
-    register_postgres(commands)
-    register_instance(commands)
 
+
+def _add_config_commands(commands: argparse._SubParsersAction) -> None:
+    """`config reference`: the Markdown reference of the mm2.properties settings."""
     config = commands.add_parser("config", help="the mm2.properties settings")
     config_commands = config.add_subparsers(dest="config_command", required=True)
     ref = config_commands.add_parser(
@@ -241,33 +265,38 @@ def build_parser() -> argparse.ArgumentParser:
     ref_target.add_argument("--write", metavar="FILE", help="rewrite FILE's config-reference block")
     ref.set_defaults(func=_config_reference)
 
-    config_help = "mm2.properties (default: $MM2_CONFIG, else the packaged demo config)"
+
+def _add_flow_commands(commands: argparse._SubParsersAction) -> None:
+    """`replicate`, `follow` and `validate`: the commands that act on the configured flows."""
     replicate = commands.add_parser(
         "replicate", help="one replication pass of every flow, as Dagster runs ($DAGSTER_HOME)"
     )
-    replicate.add_argument("--config", help=config_help)
+    replicate.add_argument("--config", help=_CONFIG_HELP)
     replicate.set_defaults(func=_replicate)
     follow = commands.add_parser(
         "follow",
         help="follow every enabled flow continuously in the foreground (Ctrl-C stops it)",
     )
-    follow.add_argument("--config", help=config_help)
+    follow.add_argument("--config", help=_CONFIG_HELP)
     follow.set_defaults(func=_follow)
     validate = commands.add_parser(
         "validate",
         help="check mm2.properties and the clusters (read-only): flows, settings off the "
         "defaults, topics and groups replicated now; exit 0 when valid, 1 otherwise",
     )
-    validate.add_argument("--config", help=config_help)
+    validate.add_argument("--config", help=_CONFIG_HELP)
     validate.add_argument("--json", action="store_true", help="one JSON document on stdout")
     validate.set_defaults(func=_validate)
+
+
+def _add_demo_commands(commands: argparse._SubParsersAction) -> None:
+    """`demo seed`: demo data for the embedded default config."""
     demo = commands.add_parser("demo", help="demo data for the embedded default")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     seed = demo_commands.add_parser("seed", help="topics, records and a group on the source")
-    seed.add_argument("--config", help=config_help)
+    seed.add_argument("--config", help=_CONFIG_HELP)
     seed.add_argument("--records", type=int, default=5000, help="records per topic")
     seed.set_defaults(func=_demo_seed)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

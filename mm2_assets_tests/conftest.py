@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.kafka.launcher import LocalCluster, running_clusters
+from mm2_assets.kafka.progress_store import close_progress_tails
 from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 
 # Modules that take longest, first: a worker that starts one late would finish last. (Measured
@@ -116,4 +117,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     try:
         yield clusters
     finally:
+        # Lag measurements of this process tail the pair's progress topics: not for ever.
+        close_progress_tails()
         clusters.close()

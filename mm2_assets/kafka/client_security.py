@@ -52,7 +52,24 @@ _JKS_KEYSTORE_HELP = (
 
 def translate_ssl(props: Mapping[str, str], out: dict[str, str], dropped: dict[str, str]) -> None:
     """Map Java trust/key stores and hostname verification onto librdkafka's ssl.* settings."""
-    # Truststore: Java's default store type is JKS.
+    _translate_truststore(props, out, dropped)
+    _translate_keystore(props, out, dropped)
+    _translate_hostname_verification(props, out)
+    if "ssl.engine.factory.class" in props:
+        raise ClientPropertyError(
+            "ssl.engine.factory.class",
+            props["ssl.engine.factory.class"],
+            "a custom Java SSL engine cannot be used by librdkafka",
+        )
+    for key, reason in _SSL_DROPPED.items():
+        if key in props:
+            dropped[key] = reason
+
+
+def _translate_truststore(
+    props: Mapping[str, str], out: dict[str, str], dropped: dict[str, str]
+) -> None:
+    """Truststore (the CAs we trust) as ssl.ca.location / ssl.ca.pem; Java's default is JKS."""
     ts_type = props.get("ssl.truststore.type", "JKS").upper()
     ts_location = props.get("ssl.truststore.location")
     ts_certificates = props.get("ssl.truststore.certificates")
@@ -80,12 +97,14 @@ def translate_ssl(props: Mapping[str, str], out: dict[str, str], dropped: dict[s
         if key in props:
             dropped[key] = "librdkafka reads PEM CA certificates; no store type or password"
 
-    # Keystore (client certificate, for mutual TLS).
-    ks_type = props.get("ssl.keystore.type", "JKS").upper()
-    ks_location = props.get("ssl.keystore.location")
+
+def _translate_keystore(
+    props: Mapping[str, str], out: dict[str, str], dropped: dict[str, str]
+) -> None:
+    """Keystore (client certificate, for mutual TLS): inline PEM, or a PKCS#12/PEM file."""
     ks_key = props.get("ssl.keystore.key")
     ks_chain = props.get("ssl.keystore.certificate.chain")
-    key_password = props.get("ssl.key.password")
+    ks_location = props.get("ssl.keystore.location")
     if ks_key or ks_chain:
         # Inline PEM key and certificate chain (Java requires ssl.keystore.type=PEM for these).
         if not (ks_key and ks_chain):
@@ -93,35 +112,11 @@ def translate_ssl(props: Mapping[str, str], out: dict[str, str], dropped: dict[s
             raise ClientPropertyError(missing, None, "inline PEM keystores need both key and chain")
         out["ssl.key.pem"] = ks_key
         out["ssl.certificate.pem"] = ks_chain
+        key_password = props.get("ssl.key.password")
         if key_password:
             out["ssl.key.password"] = key_password
     elif ks_location:
-        if ks_type in ("PKCS12", "PKCS#12"):
-            out["ssl.keystore.location"] = ks_location
-            if "ssl.keystore.password" in props:
-                out["ssl.keystore.password"] = props["ssl.keystore.password"]
-            if key_password is not None:
-                dropped["ssl.key.password"] = (
-                    "librdkafka decrypts the PKCS#12 private key with ssl.keystore.password"
-                )
-        elif ks_type == "PEM":
-            # One PEM file holding key and chain: OpenSSL picks the matching block for each.
-            out["ssl.key.location"] = ks_location
-            out["ssl.certificate.location"] = ks_location
-            if key_password:
-                out["ssl.key.password"] = key_password
-            if "ssl.keystore.password" in props:
-                dropped["ssl.keystore.password"] = "PEM keystores use ssl.key.password only"
-        elif "ssl.keystore.type" not in props:
-            raise ClientPropertyError(
-                "ssl.keystore.location",
-                ks_location,
-                "no ssl.keystore.type, so JKS: " + _JKS_KEYSTORE_HELP,
-            )
-        elif ks_type == "JKS":
-            raise ClientPropertyError("ssl.keystore.type", ks_type, _JKS_KEYSTORE_HELP)
-        else:
-            raise ClientPropertyError("ssl.keystore.type", ks_type, "expected PKCS12 or PEM")
+        _translate_keystore_file(props, ks_location, out, dropped)
     else:
         for key in ("ssl.keystore.password", "ssl.key.password"):
             if key in props:
@@ -129,7 +124,43 @@ def translate_ssl(props: Mapping[str, str], out: dict[str, str], dropped: dict[s
     if "ssl.keystore.type" in props:
         dropped["ssl.keystore.type"] = "translated into librdkafka's ssl.* locations"
 
-    # Hostname verification: Java's "" disables it, "https" (the default) enables it.
+
+def _translate_keystore_file(
+    props: Mapping[str, str], ks_location: str, out: dict[str, str], dropped: dict[str, str]
+) -> None:
+    """A keystore file at ssl.keystore.location: PKCS#12 or PEM; JKS (Java's default) fails."""
+    ks_type = props.get("ssl.keystore.type", "JKS").upper()
+    key_password = props.get("ssl.key.password")
+    if ks_type in ("PKCS12", "PKCS#12"):
+        out["ssl.keystore.location"] = ks_location
+        if "ssl.keystore.password" in props:
+            out["ssl.keystore.password"] = props["ssl.keystore.password"]
+        if key_password is not None:
+            dropped["ssl.key.password"] = (
+                "librdkafka decrypts the PKCS#12 private key with ssl.keystore.password"
+            )
+    elif ks_type == "PEM":
+        # One PEM file holding key and chain: OpenSSL picks the matching block for each.
+        out["ssl.key.location"] = ks_location
+        out["ssl.certificate.location"] = ks_location
+        if key_password:
+            out["ssl.key.password"] = key_password
+        if "ssl.keystore.password" in props:
+            dropped["ssl.keystore.password"] = "PEM keystores use ssl.key.password only"
+    elif "ssl.keystore.type" not in props:
+        raise ClientPropertyError(
+            "ssl.keystore.location",
+            ks_location,
+            "no ssl.keystore.type, so JKS: " + _JKS_KEYSTORE_HELP,
+        )
+    elif ks_type == "JKS":
+        raise ClientPropertyError("ssl.keystore.type", ks_type, _JKS_KEYSTORE_HELP)
+    else:
+        raise ClientPropertyError("ssl.keystore.type", ks_type, "expected PKCS12 or PEM")
+
+
+def _translate_hostname_verification(props: Mapping[str, str], out: dict[str, str]) -> None:
+    """Java's "" disables hostname verification, "https" (the default) enables it."""
     algorithm_key = "ssl.endpoint.identification.algorithm"
     if algorithm_key in props:
         algorithm = props[algorithm_key].strip().lower()
@@ -139,16 +170,6 @@ def translate_ssl(props: Mapping[str, str], out: dict[str, str], dropped: dict[s
             out[algorithm_key] = "https"
         else:
             raise ClientPropertyError(algorithm_key, props[algorithm_key], 'expected "" or https')
-
-    if "ssl.engine.factory.class" in props:
-        raise ClientPropertyError(
-            "ssl.engine.factory.class",
-            props["ssl.engine.factory.class"],
-            "a custom Java SSL engine cannot be used by librdkafka",
-        )
-    for key, reason in _SSL_DROPPED.items():
-        if key in props:
-            dropped[key] = reason
 
 
 # ---------------------------------------------------------------------------------------------

@@ -115,7 +115,9 @@ class CopyTaskSpec:
     """Everything a worker needs to copy its source partitions (picklable).
 
     A pass copies one partition to a planned end offset; a follower task follows several
-    partitions until it is stopped, committing at least every `commit_interval_ms`.
+    partitions until it is stopped, committing as soon as what it fetched is produced and
+    nothing more waits (no sooner than `commit_min_interval_ms` after its last commit), and at
+    least every `commit_interval_ms`.
     """
 
     flow: str
@@ -133,6 +135,7 @@ class CopyTaskSpec:
     batch_records: int = 50_000
     batch_bytes: int = 32 * 1024 * 1024
     commit_interval_ms: int = 100
+    commit_min_interval_ms: int = 10
     # The flow's writer lease this task copies under (None only in tests of the task itself).
     lease: LeaseToken | None = None
 
@@ -381,6 +384,14 @@ def _copy_from_progress(spec: CopyTaskSpec, commits: list[int] | None = None) ->
     return [lane.result for lane in lanes]
 
 
+def commit_due(now: float, *, quiet: bool, deadline: float, earliest: float) -> bool:
+    """Whether a follower's open transaction commits at `now`: at its `deadline` (the commit
+    interval), or as soon as everything its consumer fetched is produced and nothing more
+    waits (`quiet`), but not before `earliest` (the minimum gap after the last commit). A
+    quiet flow then commits within milliseconds of a record's arrival; a busy one batches."""
+    return now >= deadline or (quiet and now >= earliest)
+
+
 class _Copier:
     """The consume → produce loop of a task's partitions, one transaction per batch."""
 
@@ -402,6 +413,8 @@ class _Copier:
         self._listed: dict[str, tuple[float, bool]] = {}  # topic -> (checked at, listed)
         self.txn_records = 0
         self.txn_bytes = 0
+        self.last_commit = 0.0
+        """When the last transaction committed (monotonic)."""
         self.consumer = Consumer(
             committed_reader_config(
                 {**_CONSUMER_DEFAULTS, **spec.source_consumer},
@@ -584,13 +597,18 @@ class _Copier:
         self._assign()
         follows = spec.follows
         interval = max(spec.commit_interval_ms, 1) / 1000.0
+        min_gap = min(max(spec.commit_min_interval_ms, 0) / 1000.0, interval)
         single = self.lanes[0] if len(self.lanes) == 1 else None
         deadline = 0.0  # when the open transaction must commit (following)
         in_txn = False
         while True:
             if follows:
                 wanted = CONSUME_BATCH
-                timeout = max(0.0, deadline - time.monotonic()) if in_txn else interval
+                # With a transaction open, wait for more records no longer than until it may
+                # commit: commits follow the traffic (see `commit_due`).
+                now = time.monotonic()
+                wait_until = min(deadline, self.last_commit + min_gap)
+                timeout = max(0.0, wait_until - now) if in_txn else interval
             else:
                 open_lanes = [lane for lane in self.lanes if not lane.done]
                 if not open_lanes:
@@ -658,7 +676,16 @@ class _Copier:
                 self.producer.begin_transaction()
                 in_txn = True
                 deadline = time.monotonic()
-            if in_txn and follows and time.monotonic() >= deadline:
+            if (
+                in_txn
+                and follows
+                and commit_due(
+                    time.monotonic(),
+                    quiet=quiet,
+                    deadline=deadline,
+                    earliest=self.last_commit + min_gap,
+                )
+            ):
                 self._commit()
                 in_txn = False
             self.producer.poll(0)
@@ -789,6 +816,7 @@ class _Copier:
         except KafkaException as exc:
             raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
         self.commits[0] += 1
+        self.last_commit = time.monotonic()
         for lane, syncs, progress in committed:
             # Syncs bound for the source go now: they only ever describe durable records.
             self.syncs.write_committed(syncs, lane.result)

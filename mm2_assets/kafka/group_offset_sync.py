@@ -121,6 +121,12 @@ def _alter_error(exc: BaseException) -> tuple[SyncOutcome, str]:
     return "failed", str(exc)
 
 
+# A group's commit in flight: (its future, a re-send for retries, its sync, what it commits).
+_PendingCommit = tuple[
+    Future, Callable[[], Future], GroupOffsetSync, dict[TopicPartition, OffsetAndMetadata]
+]
+
+
 def sync_group_offsets(
     flow: FlowConfig,
     *,
@@ -135,6 +141,44 @@ def sync_group_offsets(
     """
     timeout = admin_timeout_s(flow)
     run = GroupOffsetSyncRun(flow=flow.name)
+    checkpoints = _latest_checkpoints(flow, checkpoints, groups, timeout)
+    if not checkpoints:
+        return run
+
+    admin = flow_admin(flow, "target")
+    states = describe_group_states(admin, checkpoints, cluster=flow.target.alias, timeout=timeout)
+    idle = [g for g in sorted(checkpoints) if states[g] == ConsumerGroupState.EMPTY]
+    target_offsets, read_errors = list_group_offsets(
+        admin, idle, cluster=flow.target.alias, timeout=timeout
+    )
+
+    pending: dict[str, _PendingCommit] = {}
+    for group in sorted(checkpoints):
+        sync, write = _plan_group_sync(
+            flow, group, states[group], checkpoints[group], target_offsets, read_errors
+        )
+        run.groups[group] = sync
+        if not write:
+            continue
+        request = ConsumerGroupTopicPartitions(
+            group,
+            [_kafka_tp(tp, om) for tp, om in write.items()],
+        )
+        # One group per AlterConsumerGroupOffsets request (librdkafka); all sent at once.
+        send = partial(_alter, admin, request, timeout)
+        pending[group] = (send(), send, sync, write)
+    _await_commits(flow, pending, timeout)
+    return run
+
+
+def _latest_checkpoints(
+    flow: FlowConfig,
+    checkpoints: Mapping[str, Mapping[TopicPartition, Checkpoint]] | None,
+    groups: Iterable[str] | None,
+    timeout: float,
+) -> dict[str, Mapping[TopicPartition, Checkpoint]]:
+    """`sync_group_offsets`'s checkpoints: the given ones or those read from the target,
+    restricted to `groups`, groups without any checkpoint left out."""
     if checkpoints is None:
         selected = list(find_checkpoint_groups(flow)) if groups is None else list(groups)
         topic = checkpoints_topic(flow)
@@ -153,46 +197,40 @@ def sync_group_offsets(
     elif groups is not None:
         wanted = set(groups)
         checkpoints = {g: c for g, c in checkpoints.items() if g in wanted}
-    checkpoints = {g: c for g, c in checkpoints.items() if c}
-    if not checkpoints:
-        return run
+    return {g: c for g, c in checkpoints.items() if c}
 
-    admin = flow_admin(flow, "target")
-    states = describe_group_states(admin, checkpoints, cluster=flow.target.alias, timeout=timeout)
-    idle = [g for g in sorted(checkpoints) if states[g] == ConsumerGroupState.EMPTY]
-    target_offsets, read_errors = list_group_offsets(
-        admin, idle, cluster=flow.target.alias, timeout=timeout
+
+def _plan_group_sync(
+    flow: FlowConfig,
+    group: str,
+    state: ConsumerGroupState,
+    checkpoints: Mapping[TopicPartition, Checkpoint],
+    target_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+    read_errors: Mapping[str, str],
+) -> tuple[GroupOffsetSync, dict[TopicPartition, OffsetAndMetadata]]:
+    """One group's sync and the offsets to commit for it; with none to commit, the sync
+    already holds the group's final outcome."""
+    sync = GroupOffsetSync(group, state.name, "written")
+    if state not in INACTIVE_STATES:
+        sync.outcome = "skipped_active"
+        return sync, {}
+    if state == ConsumerGroupState.EMPTY and group not in target_offsets:
+        sync.outcome = "failed"
+        sync.error = (
+            f"cannot read the offsets of group '{group}' on '{flow.target.alias}': "
+            f"{read_errors.get(group, 'no answer')}"
+        )
+        return sync, {}
+    write, sync.skipped_ahead, sync.up_to_date = offsets_to_sync(
+        checkpoints, target_offsets.get(group)
     )
+    if not write:
+        sync.outcome = "skipped_ahead" if sync.skipped_ahead else "up_to_date"
+    return sync, write
 
-    pending: dict[str, tuple[Future, Callable[[], Future], GroupOffsetSync, dict]] = {}
-    for group in sorted(checkpoints):
-        state = states[group]
-        sync = GroupOffsetSync(group, state.name, "written")
-        run.groups[group] = sync
-        if state not in INACTIVE_STATES:
-            sync.outcome = "skipped_active"
-            continue
-        if state == ConsumerGroupState.EMPTY and group not in target_offsets:
-            sync.outcome = "failed"
-            sync.error = (
-                f"cannot read the offsets of group '{group}' on '{flow.target.alias}': "
-                f"{read_errors.get(group, 'no answer')}"
-            )
-            continue
-        write, sync.skipped_ahead, sync.up_to_date = offsets_to_sync(
-            checkpoints[group], target_offsets.get(group)
-        )
-        if not write:
-            sync.outcome = "skipped_ahead" if sync.skipped_ahead else "up_to_date"
-            continue
-        request = ConsumerGroupTopicPartitions(
-            group,
-            [_kafka_tp(tp, om) for tp, om in write.items()],
-        )
-        # One group per AlterConsumerGroupOffsets request (librdkafka); all sent at once.
-        send = partial(_alter, admin, request, timeout)
-        pending[group] = (send(), send, sync, write)
 
+def _await_commits(flow: FlowConfig, pending: Mapping[str, _PendingCommit], timeout: float) -> None:
+    """Wait for each group's commit and record in its sync what the broker took."""
     for group, (future, send, sync, write) in pending.items():
         try:
             result = result_with_retry(future, send, timeout=timeout)
@@ -217,4 +255,3 @@ def sync_group_offsets(
             )
             if not sync.written:
                 sync.outcome = "failed"
-    return run

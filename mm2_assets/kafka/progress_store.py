@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
@@ -150,26 +151,66 @@ class ProgressTracker:
         self._consumer.close()
 
 
-_TAILS: dict[tuple[str, str, str], tuple[ProgressTracker, threading.Lock]] = {}
+@dataclass
+class _Tail:
+    tracker: ProgressTracker
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used: float = field(default_factory=time.monotonic)
+
+
+TAIL_IDLE_S = 600.0
+"""A process's progress tail unused this long is closed (a flow removed, a cluster gone)."""
+_TAILS: dict[tuple[str, str, str], _Tail] = {}
 _TAILS_LOCK = threading.Lock()
 
 
 def tailed_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
     """`read_flow_progress` for a long-lived process: one `ProgressTracker` per flow and
-    target for the process's life, so each call reads only what was committed since the
-    last (see the module docstring). A transaction still open is left for the next call, as
+    target, kept while it is used, so each call reads only what was committed since the last
+    (see the module docstring). A transaction still open is left for the next call, as
     read_committed readers see it. Not for deciding where copying resumes."""
     topic = progress_topic(flow.source.alias)
     servers = str(client_config(flow, "target", "consumer").get("bootstrap.servers", ""))
     key = (flow.name, topic, servers)
     with _TAILS_LOCK:
+        _close_idle(exclude=key)
         tail = _TAILS.get(key)
     if tail is None:
         if not list_topics(flow_admin(flow, "target"), cluster=flow.target.alias, topic=topic):
             return {}  # nothing committed yet; the tail starts once the topic exists
         with _TAILS_LOCK:
-            tail = _TAILS.setdefault(key, (ProgressTracker(flow), threading.Lock()))
-    tracker, lock = tail
+            tail = _TAILS.setdefault(key, _Tail(ProgressTracker(flow)))
     # One refresh at a time per tail (sensor ticks run in threads).
-    with lock:
-        return tracker.refresh()
+    with tail.lock:
+        tail.used = time.monotonic()
+        try:
+            return tail.tracker.refresh()
+        except Exception:
+            # A cluster gone or failing: start afresh next time rather than keep a client
+            # retrying it for ever.
+            with _TAILS_LOCK:
+                _TAILS.pop(key, None)
+            tail.tracker.close()
+            raise
+
+
+def _close_idle(*, exclude: tuple[str, str, str]) -> None:
+    """Close the tails nobody asked for `TAIL_IDLE_S` (caller holds `_TAILS_LOCK`)."""
+    now = time.monotonic()
+    for key, tail in list(_TAILS.items()):
+        if key != exclude and now - tail.used > TAIL_IDLE_S and tail.lock.acquire(blocking=False):
+            try:
+                del _TAILS[key]
+                tail.tracker.close()
+            finally:
+                tail.lock.release()
+
+
+def close_progress_tails() -> None:
+    """Close every progress tail of this process (its clusters are going away)."""
+    with _TAILS_LOCK:
+        tails = list(_TAILS.values())
+        _TAILS.clear()
+    for tail in tails:
+        with tail.lock:
+            tail.tracker.close()

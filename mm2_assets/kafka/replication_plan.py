@@ -94,6 +94,7 @@ def copy_task_spec(
         offset_lag_max=flow.offset_lag_max,
         batch_records=batch_records,
         commit_interval_ms=flow.mm2assets_follower_commit_interval_ms,
+        commit_min_interval_ms=flow.mm2assets_follower_commit_min_interval_ms,
         lease=lease,
     )
 

@@ -221,6 +221,19 @@ def sync_topic_configs(
         config_filter.close()
 
 
+@dataclass(frozen=True)
+class _SyncRun:
+    """What the steps of one `_sync` call share."""
+
+    flow: FlowConfig
+    config_filter: ConfigPropertyFilter
+    target_admin: AdminClient
+    timeout: float
+    result: TopicConfigSyncResult
+    # The source topics' configs, by source topic.
+    source_configs: Mapping[str, list[TopicConfigEntry]]
+
+
 def _sync(
     flow: FlowConfig,
     topics: Sequence[str],
@@ -239,10 +252,25 @@ def _sync(
     source_configs, describe_errors = describe_topic_configs(source_admin, remotes, timeout=timeout)
     for topic, error in describe_errors.items():
         result.errors[topic] = f"cannot describe configs on '{flow.source.alias}': {error}"
+    run = _SyncRun(flow, config_filter, target_admin, timeout, result, source_configs)
+    created = _sync_partitions(run, remotes, source_topics)
+    if not sync_configs:
+        return _finish(result)
 
-    # Partitions first (MM2: computeAndCreateTopicPartitions), creating missing remote topics
-    # with the configs MM2 creates them with.
-    target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    # Freshly created topics already carry the source configs.
+    to_sync = {t: r for t, r in remotes.items() if t in result.diffs and t not in created}
+    _sync_configs(run, to_sync)
+    return _finish(result)
+
+
+def _sync_partitions(
+    run: _SyncRun, remotes: Mapping[str, str], source_topics: Mapping[str, TopicInfo]
+) -> set[str]:
+    """Grow the remote topics to the source's partition counts, creating missing ones with the
+    configs MM2 creates them with (MM2: computeAndCreateTopicPartitions); returns the source
+    topics whose remote topic this call created. Topics that failed before are left out."""
+    flow, result = run.flow, run.result
+    target_topics = list_topics(run.target_admin, cluster=flow.target.alias)
     created: set[str] = set()
     for topic, remote in remotes.items():
         if topic in result.errors:
@@ -256,10 +284,10 @@ def _sync(
             partitions_after=existing.partitions if existing else 0,
         )
         result.diffs[topic] = diff
-        initial = creation_configs(source_configs[topic], config_filter)
+        initial = creation_configs(run.source_configs[topic], run.config_filter)
         try:
             grew = ensure_topic(
-                target_admin,
+                run.target_admin,
                 remote,
                 partitions=wanted,
                 replication_factor=flow.replication_factor,
@@ -275,57 +303,70 @@ def _sync(
         if existing is None and grew:
             diff.record_created(initial)
             created.add(topic)
+    return created
 
-    if not sync_configs:
-        return _finish(result)
 
-    # Freshly created topics already carry the source configs.
-    to_sync = {t: r for t, r in remotes.items() if t in result.diffs and t not in created}
+def _sync_configs(run: _SyncRun, to_sync: Mapping[str, str]) -> None:
+    """Bring the configs of the remote topics `to_sync` (remote by source topic) in line with
+    the source, with the API `use.incremental.alter.configs` asks for."""
+    flow, result = run.flow, run.result
     target_configs, describe_errors = describe_topic_configs(
-        target_admin, to_sync.values(), timeout=timeout
+        run.target_admin, to_sync.values(), timeout=run.timeout
     )
     by_remote = {r: t for t, r in to_sync.items()}
     for remote, error in describe_errors.items():
         result.errors[by_remote[remote]] = (
             f"cannot describe configs of '{remote}' on '{flow.target.alias}': {error}"
         )
-    mode = flow.use_incremental_alter_configs
-    api = api_for_mode(mode)
+    api = api_for_mode(flow.use_incremental_alter_configs)
     planner = plan_incremental if api == "incremental" else plan_legacy
     plans = {
-        remote: planner(source_configs[topic], target_configs[remote], config_filter)
+        remote: planner(run.source_configs[topic], target_configs[remote], run.config_filter)
         for topic, remote in to_sync.items()
         if remote in target_configs
     }
     plans = {remote: plan for remote, plan in plans.items() if plan.changed}
-    applied: dict[str, ConfigPlan] = {}
     if api == "incremental":
-        unsupported, errors = alter_incremental(target_admin, plans, timeout=timeout)
-        applied.update({r: p for r, p in plans.items() if r not in unsupported and r not in errors})
-        _record_errors(result, by_remote, errors, flow, "IncrementalAlterConfigs")
-        if unsupported:
-            # Raises for `required`; `requested` continues with the legacy API.
-            after_incremental_unsupported(
-                mode, cluster=flow.target.alias, topics=sorted(unsupported)
-            )
-            legacy = {
-                remote: plan_legacy(
-                    source_configs[by_remote[remote]], target_configs[remote], config_filter
-                )
-                for remote in unsupported
-            }
-            legacy = {r: p for r, p in legacy.items() if p.changed}
-            errors = alter_legacy(target_admin, legacy, timeout=timeout)
-            _record_errors(result, by_remote, errors, flow, "AlterConfigs")
-            applied.update({r: p for r, p in legacy.items() if r not in errors})
-            result.fell_back = sorted(by_remote[r] for r in unsupported)
+        applied = _alter_incremental(run, plans, by_remote, target_configs)
     else:
-        errors = alter_legacy(target_admin, plans, timeout=timeout)
+        errors = alter_legacy(run.target_admin, plans, timeout=run.timeout)
         _record_errors(result, by_remote, errors, flow, "AlterConfigs")
-        applied.update({r: p for r, p in plans.items() if r not in errors})
+        applied = {r: p for r, p in plans.items() if r not in errors}
     for remote, plan in applied.items():
         result.diffs[by_remote[remote]].record(plan)
-    return _finish(result)
+
+
+def _alter_incremental(
+    run: _SyncRun,
+    plans: Mapping[str, ConfigPlan],
+    by_remote: Mapping[str, str],
+    target_configs: Mapping[str, list[TopicConfigEntry]],
+) -> dict[str, ConfigPlan]:
+    """Apply IncrementalAlterConfigs `plans` (by remote topic), falling back to legacy
+    AlterConfigs for the topics the target refuses it for; returns the plans applied."""
+    flow, result = run.flow, run.result
+    unsupported, errors = alter_incremental(run.target_admin, plans, timeout=run.timeout)
+    applied = {r: p for r, p in plans.items() if r not in unsupported and r not in errors}
+    _record_errors(result, by_remote, errors, flow, "IncrementalAlterConfigs")
+    if unsupported:
+        # Raises for `required`; `requested` continues with the legacy API.
+        after_incremental_unsupported(
+            flow.use_incremental_alter_configs,
+            cluster=flow.target.alias,
+            topics=sorted(unsupported),
+        )
+        legacy = {
+            remote: plan_legacy(
+                run.source_configs[by_remote[remote]], target_configs[remote], run.config_filter
+            )
+            for remote in unsupported
+        }
+        legacy = {r: p for r, p in legacy.items() if p.changed}
+        errors = alter_legacy(run.target_admin, legacy, timeout=run.timeout)
+        _record_errors(result, by_remote, errors, flow, "AlterConfigs")
+        applied.update({r: p for r, p in legacy.items() if r not in errors})
+        result.fell_back = sorted(by_remote[r] for r in unsupported)
+    return applied
 
 
 def _record_errors(

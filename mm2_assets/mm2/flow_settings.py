@@ -350,6 +350,16 @@ class FlowSettings:
         "this often (ms); read_committed consumers see records after the commit.",
         blank_is_default=True,
     )
+    mm2assets_follower_commit_min_interval_ms: int = flow_setting(
+        "mm2assets.follower.commit.min.interval.ms",
+        at_least(0),
+        "10",
+        "A follower commits as soon as it produced everything its consumer fetched and no "
+        "more records wait, but no sooner than this after its previous commit (ms): a quiet "
+        "flow's records are visible within milliseconds, a busy flow batches up to "
+        "mm2assets.follower.commit.interval.ms.",
+        blank_is_default=True,
+    )
     mm2assets_follower_report_interval_seconds: int = flow_setting(
         "mm2assets.follower.report.interval.seconds",
         INTERVAL,

@@ -147,63 +147,22 @@ def start_cluster(
         raise ClusterError(f"--workers and --cores must be >= 1, got {workers} and {cores}")
     if find_java() is None:
         raise ClusterError("no 'java' found (set JAVA_HOME or put java on PATH)")
-    if port is None:
-        port = free_port_pairs(1)[0][0]
-    elif not port_is_free(port):
-        raise ClusterError(
-            f"port {port} is already in use; stop whatever listens there "
-            "(`mm2-assets spark cluster down`?) or choose another with --port"
-        )
+    master_port = _master_port(port)
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    properties = state_dir / "spark-daemons.conf"
-    properties.write_text("".join(f"{k} {v}\n" for k, v in DAEMON_DEFAULTS.items()))
-    common = ["--properties-file", str(properties)]
-    ui_port = free_port_pairs(1)[0][0]
+    common = _daemon_properties_arguments(state_dir)
     started: list[int] = []
     try:
-        master_pid, master_log = _spawn(
-            [
-                MASTER_CLASS,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(ui_port),
-                *common,
-            ],
-            state_dir,
-            "master.log",
-            attached=attached,
-        )
+        master_pid, master_log = _spawn_master(state_dir, master_port, common, attached=attached)
         started.append(master_pid)
-        _wait_for("master", lambda: accepts_connections(port), master_pid, master_log, timeout)
+        _wait_for(
+            "master", lambda: accepts_connections(master_port), master_pid, master_log, timeout
+        )
         worker_dirs: list[str] = []
         worker_pids: list[int] = []
         for index in range(workers):
             directory = state_dir / f"worker-{index}"
-            (directory / "work").mkdir(parents=True, exist_ok=True)
-            pid, log = _spawn(
-                [
-                    WORKER_CLASS,
-                    f"spark://127.0.0.1:{port}",
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    str(cores),
-                    "--memory",
-                    memory,
-                    "--webui-port",
-                    "0",
-                    "--work-dir",
-                    str(directory / "work"),
-                    *common,
-                ],
-                directory,
-                "worker.log",
-                attached=attached,
-            )
+            pid = _spawn_worker(directory, master_port, cores, memory, common, attached=attached)
             started.append(pid)
             worker_pids.append(pid)
             worker_dirs.append(str(directory))
@@ -215,7 +174,7 @@ def start_cluster(
             terminate_tree(pid)
         raise
     return StandaloneCluster(
-        port=port,
+        port=master_port,
         master_pid=master_pid,
         worker_pids=worker_pids,
         state_dir=str(state_dir),
@@ -223,6 +182,76 @@ def start_cluster(
         memory_per_worker=memory,
         worker_dirs=worker_dirs,
     )
+
+
+def _master_port(port: int | None) -> int:
+    """`port` if it is free, or a free port when None."""
+    if port is None:
+        return free_port_pairs(1)[0][0]
+    if not port_is_free(port):
+        raise ClusterError(
+            f"port {port} is already in use; stop whatever listens there "
+            "(`mm2-assets spark cluster down`?) or choose another with --port"
+        )
+    return port
+
+
+def _daemon_properties_arguments(state_dir: Path) -> list[str]:
+    """Write `DAEMON_DEFAULTS` into `state_dir` and return the daemons' arguments naming it."""
+    properties = state_dir / "spark-daemons.conf"
+    properties.write_text("".join(f"{k} {v}\n" for k, v in DAEMON_DEFAULTS.items()))
+    return ["--properties-file", str(properties)]
+
+
+def _spawn_master(
+    state_dir: Path, port: int, common: list[str], *, attached: bool
+) -> tuple[int, Path]:
+    """Start the master on `port` (its web UI on a free port); returns its pid and log."""
+    ui_port = free_port_pairs(1)[0][0]
+    return _spawn(
+        [
+            MASTER_CLASS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+            *common,
+        ],
+        state_dir,
+        "master.log",
+        attached=attached,
+    )
+
+
+def _spawn_worker(
+    directory: Path, port: int, cores: int, memory: str, common: list[str], *, attached: bool
+) -> int:
+    """Start a worker of the master on `port`, in `directory` (logging to worker.log there);
+    returns its pid."""
+    (directory / "work").mkdir(parents=True, exist_ok=True)
+    pid, _log = _spawn(
+        [
+            WORKER_CLASS,
+            f"spark://127.0.0.1:{port}",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            "0",
+            "--work-dir",
+            str(directory / "work"),
+            *common,
+        ],
+        directory,
+        "worker.log",
+        attached=attached,
+    )
+    return pid
 
 
 def stop_cluster(cluster: StandaloneCluster, *, grace: float = 30.0) -> None:
