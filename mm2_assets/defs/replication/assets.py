@@ -163,7 +163,7 @@ def _replicate(
     # are planned and materialized, the keys in between are left alone.
     topics = requested_partitions(context.run.tags, context.partition_keys)
     plan = plan_replication(flow, topics)
-    _log_plan(context.log, flow, plan)
+    log_plan(context.log, flow, plan)
     job = _copy(context, spark, flow, plan)
     by_partition = {(r.source_topic, r.partition): r for r in job.results}
     copied_by_topic, lag_by_topic = _copied_and_lag_by_topic(flow, plan, by_partition)
@@ -190,8 +190,9 @@ def _replicate(
     )
 
 
-def _log_plan(log: dg.DagsterLogManager, flow: FlowConfig, plan: ReplicationPlan) -> None:
-    """Log what a replication plan skips, warns about and adopts from MM2."""
+def log_plan(log: dg.DagsterLogManager, flow: FlowConfig, plan: ReplicationPlan) -> None:
+    """Log what a replication plan skips, warns about and adopts from MM2 (a pass's plan, a
+    follower's layout)."""
     for topic, reason in plan.skipped.items():
         log.warning(f"{flow.name}: not replicating '{topic}': {reason}")
     for warning in [*recreation_warnings(flow.name, plan.states), *plan.warnings]:

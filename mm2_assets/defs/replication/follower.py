@@ -35,7 +35,7 @@ from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.dagster_compat import add_run_tags, free_pool_slots, mark_run_failed
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
-from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata
+from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata, log_plan
 from mm2_assets.defs.replication.recorded_set import RecordedGroups, RecordedSet
 from mm2_assets.defs.replication.report_cadence import (
     CountCadence,
@@ -56,7 +56,6 @@ from mm2_assets.kafka.checkpoint_task import CheckpointRun
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.kafka.heartbeats import HeartbeatEmission
 from mm2_assets.kafka.replication_plan import ReplicationPlan
-from mm2_assets.kafka.replication_state import adoption_lines, recreation_warnings
 from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.mm2.alerting import Alert
@@ -101,18 +100,7 @@ class DagsterFollowerReporter(FollowerReporter):
 
     def layout(self, plan: ReplicationPlan, generation: int) -> None:
         topics = sorted(plan.remote_topics)
-        if self.partitions is not None and topics:
-            name = self.partitions.name
-            present = set(self.context.instance.get_dynamic_partitions(name))
-            missing = [t for t in topics if t not in present]
-            if missing:
-                self.context.instance.add_dynamic_partitions(name, missing)
-        for topic, reason in plan.skipped.items():
-            self.context.log.warning(f"{self.flow.name}: not replicating '{topic}': {reason}")
-        for warning in [*recreation_warnings(self.flow.name, plan.states), *plan.warnings]:
-            self.context.log.warning(warning)
-        for line in adoption_lines(self.flow.name, plan.states):
-            self.context.log.info(line)
+        log_plan(self.context.log, self.flow, plan)
         self.context.log.info(
             f"{self.flow.name}: following {len(plan.states)} partitions of {len(topics)} topics "
             f"with {len(plan.tasks)} tasks (layout {generation})"
@@ -295,7 +283,9 @@ def follower_job(
             # interruption Dagster raises instead also stops it cleanly, in its `finally`.
             # What the listener sensors record, not listings of its own.
             replicated, checkpoints = keys.get("replicated_topics"), keys.get("checkpoints")
-            topics = RecordedSet(context.instance, replicated, flow) if replicated else None
+            topics = (
+                RecordedSet(context.instance, replicated, flow, partitions) if replicated else None
+            )
             groups = RecordedGroups(context.instance, checkpoints) if checkpoints else None
             follower = Follower(
                 flow,

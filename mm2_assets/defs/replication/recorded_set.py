@@ -59,13 +59,21 @@ class RecordedSet:
 
     Until the listener has recorded one (a fresh instance whose daemon has not ticked yet, or
     its sensor stopped), the follower lists the source with the listener's own listing, once
-    per `refresh.topics.interval.seconds`, so a run launched by hand still copies.
+    per `refresh.topics.interval.seconds`, and adds the topics' dynamic partitions, so a run
+    launched by hand still copies and reports.
     """
 
     interval_seconds = POLL_S
 
-    def __init__(self, instance: dg.DagsterInstance, key: dg.AssetKey, flow: FlowConfig) -> None:
+    def __init__(
+        self,
+        instance: dg.DagsterInstance,
+        key: dg.AssetKey,
+        flow: FlowConfig,
+        partitions: dg.DynamicPartitionsDefinition | None = None,
+    ) -> None:
         self.flow = flow
+        self.instance, self.partitions = instance, partitions
         self.record = ListenerRecord(instance, key, RECORDED_SET)
         self._listed: tuple[float, Mapping[str, ReplicatedTopic]] | None = None
         self._admin: AdminClient | None = None
@@ -83,8 +91,19 @@ class RecordedSet:
         if self._listed is None or now - self._listed[0] >= refresh:
             if self._admin is None:
                 self._admin = flow_admin(self.flow, "source")
-            self._listed = (now, list_replicated_set(self.flow, self._admin))
+            listed = list_replicated_set(self.flow, self._admin)
+            self._listed = (now, listed)
+            self._register(listed)
         return self._listed[1]
+
+    def _register(self, listed: Mapping[str, ReplicatedTopic]) -> None:
+        # No listener keeps the partitions either: the follower's events need them.
+        if self.partitions is None or not listed:
+            return
+        present = set(self.instance.get_dynamic_partitions(self.partitions.name))
+        missing = [t for t in sorted(listed) if t not in present]
+        if missing:
+            self.instance.add_dynamic_partitions(self.partitions.name, missing)
 
 
 class RecordedGroups:
