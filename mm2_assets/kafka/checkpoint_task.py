@@ -123,6 +123,8 @@ class CheckpointRun:
     """Upstream partitions the offset-syncs topic has syncs for."""
     recreated_topics: list[str] = field(default_factory=list)
     """Source topics deleted and recreated but not copied since: not translated this pass."""
+    seconds: float = 0.0
+    """How long the pass took (reading the stores, translating, writing)."""
 
     @property
     def emitted(self) -> int:
@@ -186,6 +188,7 @@ def emit_checkpoints(
     """
     timeout = admin_timeout_s(flow)
     topic = checkpoints_topic(flow)
+    started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
     target_admin = flow_admin(flow, "target")
     run.created_topic = ensure_checkpoints_topic(flow, target_admin)
@@ -253,4 +256,5 @@ def emit_checkpoints(
         latest.update(planned.emitted)
         if latest:
             run.latest[group] = latest
+    run.seconds = time.monotonic() - started
     return run

@@ -81,6 +81,7 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         # Deleted and recreated on the source, not copied since: not translated yet.
         "recreated_topics_held_back": dg.MetadataValue.json(run.recreated_topics),
         "synced_partitions": run.synced_partitions,
+        "pass_seconds": round(run.seconds, 3),
         "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
         "checkpoint_offsets": table_metadata(_CHECKPOINT_OFFSET_COLUMNS, offsets),
         "group_details": dg.MetadataValue.json(details),
