@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from types import TracebackType
 
@@ -39,6 +41,9 @@ from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
 log = logging.getLogger(__name__)
 
 _READER_GROUP = "mm2-assets-offset-translation"
+READERS = 8
+"""Spans read side by side in `prepare`: each is a few round trips, and a pass of many groups
+and partitions would otherwise wait for them one after another."""
 
 
 def _digests(messages: Iterable[Message]) -> Iterator[tuple[int, bytes]]:
@@ -69,7 +74,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self.max_records = max_records
         self.timeout = timeout
         self._policy = flow.replication_policy()
-        self._consumers: dict[Side, Consumer] = {}
+        self._consumers: list[Consumer] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self._wanted: dict[tuple[TopicPartition, int], int] = {}
         self._pairs: dict[tuple[TopicPartition, int], tuple[int, list[tuple[int, int]]]] = {}
         self._first_downstream: dict[TopicPartition, int | None] = {}
@@ -84,7 +91,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
 
     def close(self) -> None:
         """Close the consumers."""
-        for consumer in self._consumers.values():
+        for consumer in self._consumers:
             consumer.close()
         self._consumers.clear()
 
@@ -105,6 +112,29 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
                 continue
             key = (tp, sync.upstream_offset)
             self._wanted[key] = max(self._wanted.get(key, upstream_offset), upstream_offset)
+        self._read_wanted()
+
+    def _read_wanted(self) -> None:
+        """Read every noted span now, side by side (`READERS` at a time). A span of a topic
+        either cluster no longer lists (deleted while groups still hold offsets on it) is not
+        read: waiting for its metadata would stall the pass; MM2's rule answers it."""
+        if self.max_records == 0 or not self._wanted:
+            return
+        listed = {
+            side: set(self._consumer(side).list_topics(timeout=self.timeout).topics)
+            for side in ("source", "target")
+        }
+        spans = []
+        for (tp, upstream), until in self._wanted.items():
+            sync = self.store.lookup(tp, upstream)
+            if sync is None:
+                continue
+            if tp.topic not in listed["source"] or self._remote(tp).topic not in listed["target"]:
+                self._pairs[(tp, upstream)] = (until, [])
+                continue
+            spans.append((tp, (sync.upstream_offset, sync.downstream_offset), until))
+        with ThreadPoolExecutor(READERS, thread_name_prefix="exact-offsets") as pool:
+            list(pool.map(lambda span: self._verified(*span), spans))
 
     def translate_downstream(
         self, group: str | None, topic_partition: tuple[str, int], upstream_offset: int
@@ -139,12 +169,16 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         return pairs[-1][0] + 1 if pairs else None
 
     def _consumer(self, side: Side) -> Consumer:
-        consumer = self._consumers.get(side)
+        # One consumer per cluster and thread: spans are read side by side (`prepare`).
+        mine: dict[Side, Consumer] = self._local.__dict__.setdefault("consumers", {})
+        consumer = mine.get(side)
         if consumer is None:
             consumer = committed_consumer(
                 client_config(self.flow, side, "consumer"), group_id=_READER_GROUP
             )
-            self._consumers[side] = consumer
+            mine[side] = consumer
+            with self._lock:
+                self._consumers.append(consumer)
         return consumer
 
     def _remote(self, tp: TopicPartition) -> TopicPartition:
