@@ -623,7 +623,7 @@ class _Copier:
             # End-of-partition events, applied once the records before them are copied.
             ends: list[tuple[_Lane, int]] = []
             out_of_range: list[_Lane] = []
-            for msg in self.consumer.consume(wanted, timeout=timeout):
+            for msg in self._fetch(wanted, timeout):
                 error = msg.error()
                 if error is not None:
                     code = error.code()
@@ -693,6 +693,18 @@ class _Copier:
             if not in_txn:
                 self.producer.begin_transaction()
             self._commit()
+
+    def _fetch(self, wanted: int, timeout: float) -> list[Message]:
+        """Up to `wanted` records (and events) within `timeout`. A pass asks for what its
+        ranges still hold, and `consume` returns once it has that many. A follower must not
+        wait for a full batch (`consume` would hold a quiet flow's first record for the whole
+        timeout): it waits for the first record only, then takes what is already queued."""
+        if not self.spec.follows:
+            return self.consumer.consume(wanted, timeout=timeout)
+        first = self.consumer.poll(timeout)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(wanted - 1, timeout=0)]
 
     def _copy_chunk(self, lane: _Lane, messages: list[Message]) -> bool:
         """Produce one partition's consumed records; True while a transaction stays open."""
