@@ -402,6 +402,10 @@ class _Fetched:
     out_of_range: list[_Lane] = field(default_factory=list)
 
 
+_Staged = tuple[_Lane, list[OffsetSync], Progress | None]
+"""A lane whose offset syncs and progress a transaction holds, with them."""
+
+
 class _Copier:
     """The consume → produce loop of a task's partitions, one transaction per batch."""
 
@@ -801,67 +805,83 @@ class _Copier:
 
     def _commit(self) -> None:
         """Flush the batch, add its offset syncs and progress, commit the transaction."""
-        spec, producer = self.spec, self.producer
-        remaining = producer.flush(120)
-        if self.errors or remaining:
-            producer.abort_transaction(60)
-            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
-            raise CopyError(
-                f"{spec.describe()}: producing to the remote topics failed: "
-                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
-            )
-        committed: list[tuple[_Lane, list[OffsetSync], Progress | None]] = []
-        for lane in self.lanes:
-            batch, part = lane.batch, lane.range
-            progress = None
-            if batch.upstream:
-                first_downstream = batch.downstream[batch.upstream[0]]
-                last_downstream = batch.downstream[batch.upstream[-1]]
-                syncs = self.syncs.batch_syncs(
-                    lane.key, batch.upstream, first_downstream, last_downstream
-                )
-                lane.downstream_next = last_downstream + 1
-            else:
-                # Quiet since the last commit: a held-back newest mapping is final.
-                syncs = self.syncs.quiet_syncs(lane.key)
-            if batch.upstream or lane.unrecorded:
-                # The position is never past a record not yet copied (it only moves to an
-                # end of log or a log start), so it may count for the progress too.
-                progress = Progress(
-                    spec.flow,
-                    part.source_topic,
-                    part.partition,
-                    next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
-                    downstream_next=lane.downstream_next,
-                    topic_id=part.topic_id,
-                    lost_to_retention=lane.lost_total,
-                )
-                producer.produce(
-                    spec.progress_topic,
-                    key=progress.record_key(),
-                    value=progress.record_value(),
-                    partition=progress_partition(spec.flow, part.source_topic, part.partition),
-                )
-            if progress is None and not syncs:
-                continue
-            self.syncs.write_in_transaction(producer, syncs)
-            committed.append((lane, syncs, progress))
+        self._flush_batch()
+        staged = [s for s in map(self._stage, self.lanes) if s is not None]
         try:
-            producer.commit_transaction(120)
+            self.producer.commit_transaction(120)
         except KafkaException as exc:
-            raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
+            raise CopyError(f"{self.spec.describe()}: transaction commit failed: {exc}") from exc
         self.commits[0] += 1
         self.last_commit = time.monotonic()
-        for lane, syncs, progress in committed:
-            # Syncs bound for the source go now: they only ever describe durable records.
-            self.syncs.write_committed(syncs, lane.result)
-            result = lane.result
-            result.offset_syncs += len(syncs)
-            if progress is not None:
-                result.records += len(lane.batch.upstream)
-                result.bytes += lane.batch.bytes
-                result.transactions += 1
-                result.next_offset = progress.next_offset
-                lane.batch = _Batch()
+        for lane, syncs, progress in staged:
+            self._committed(lane, syncs, progress)
         self.syncs.poll()
         self.txn_records = self.txn_bytes = 0
+
+    def _flush_batch(self) -> None:
+        """Wait for every record of the transaction; abort it and fail when one failed."""
+        remaining = self.producer.flush(120)
+        if self.errors or remaining:
+            self.producer.abort_transaction(60)
+            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
+            raise CopyError(
+                f"{self.spec.describe()}: producing to the remote topics failed: "
+                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
+            )
+
+    def _stage(self, lane: _Lane) -> _Staged | None:
+        """Add the lane's offset syncs and progress to the open transaction; None when it has
+        neither to add."""
+        batch = lane.batch
+        if batch.upstream:
+            first_downstream = batch.downstream[batch.upstream[0]]
+            last_downstream = batch.downstream[batch.upstream[-1]]
+            syncs = self.syncs.batch_syncs(
+                lane.key, batch.upstream, first_downstream, last_downstream
+            )
+            lane.downstream_next = last_downstream + 1
+        else:
+            # Quiet since the last commit: a held-back newest mapping is final.
+            syncs = self.syncs.quiet_syncs(lane.key)
+        progress = None
+        if batch.upstream or lane.unrecorded:
+            progress = self._produce_progress(lane)
+        if progress is None and not syncs:
+            return None
+        self.syncs.write_in_transaction(self.producer, syncs)
+        return lane, syncs, progress
+
+    def _produce_progress(self, lane: _Lane) -> Progress:
+        """The lane's new progress, produced in the open transaction."""
+        spec, batch, part = self.spec, lane.batch, lane.range
+        # The position is never past a record not yet copied (it only moves to an
+        # end of log or a log start), so it may count for the progress too.
+        progress = Progress(
+            spec.flow,
+            part.source_topic,
+            part.partition,
+            next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
+            downstream_next=lane.downstream_next,
+            topic_id=part.topic_id,
+            lost_to_retention=lane.lost_total,
+        )
+        self.producer.produce(
+            spec.progress_topic,
+            key=progress.record_key(),
+            value=progress.record_value(),
+            partition=progress_partition(spec.flow, part.source_topic, part.partition),
+        )
+        return progress
+
+    def _committed(self, lane: _Lane, syncs: list[OffsetSync], progress: Progress | None) -> None:
+        """What a lane's committed batch adds to its result; the lane starts a new batch."""
+        # Syncs bound for the source go now: they only ever describe durable records.
+        self.syncs.write_committed(syncs, lane.result)
+        result = lane.result
+        result.offset_syncs += len(syncs)
+        if progress is not None:
+            result.records += len(lane.batch.upstream)
+            result.bytes += lane.batch.bytes
+            result.transactions += 1
+            result.next_offset = progress.next_offset
+            lane.batch = _Batch()
