@@ -9,6 +9,7 @@ or a project where some asset modules are missing, still gets what applies.
 
 # No `from __future__ import annotations`: this module builds Dagster definitions.
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import dagster as dg
@@ -63,34 +64,21 @@ def flow_automation(
     synced_key = _key(synced_group_offsets)
     heartbeats_key = _key(heartbeats)
 
-    sensors: list[dg.SensorDefinition] = []
-    checks: list[dg.AssetChecksDefinition] = []
-    if replicated_key is not None and partitions is not None:
-        sensors.append(
-            topic_listener_sensor(
-                flow,
-                partitions=partitions,
-                replicated_topics=replicated_key,
-                topic_configs=configs_key,
-                request_runs=follower is None,
-            )
-        )
-    if replicated_key is not None or checkpoints_key is not None:
-        sensors.append(
-            group_listener_sensor(
-                flow,
-                checkpoints=checkpoints_key,
-                synced_group_offsets=synced_key,
-                request_runs=follower is None,
-            )
-        )
+    sensors = _listener_sensors(
+        flow,
+        partitions=partitions,
+        replicated_topics=replicated_key,
+        topic_configs=configs_key,
+        checkpoints=checkpoints_key,
+        synced_group_offsets=synced_key,
+        request_runs=follower is None,
+    )
     health = flow_health_checks(
         flow,
         replicated_topics=replicated_key if partitions is not None else None,
         checkpoints=checkpoints_key,
     )
-    if health is not None:
-        checks.append(health)
+    checks = [health] if health is not None else []
     driver = replication_driver_sensor(
         flow,
         partitions=partitions,
@@ -104,10 +92,51 @@ def flow_automation(
     )
     if driver is not None:
         sensors.append(driver)
-    watched = [
-        k
-        for k in (replicated_key, configs_key, checkpoints_key, synced_key, heartbeats_key)
-        if k is not None
-    ]
-    scope = AlertScope(flow, frozenset(watched), partitions) if watched else None
+    scope = _alert_scope(
+        flow, partitions, (replicated_key, configs_key, checkpoints_key, synced_key, heartbeats_key)
+    )
     return FlowAutomation(sensors=sensors, checks=checks, alert_scope=scope)
+
+
+def _alert_scope(
+    flow: FlowConfig,
+    partitions: dg.DynamicPartitionsDefinition | None,
+    keys: Iterable[dg.AssetKey | None],
+) -> AlertScope | None:
+    """What the run-alert sensors watch of the flow: its assets among `keys` (None: none)."""
+    watched = [k for k in keys if k is not None]
+    return AlertScope(flow, frozenset(watched), partitions) if watched else None
+
+
+def _listener_sensors(
+    flow: FlowConfig,
+    *,
+    partitions: dg.DynamicPartitionsDefinition | None,
+    replicated_topics: dg.AssetKey | None,
+    topic_configs: dg.AssetKey | None,
+    checkpoints: dg.AssetKey | None,
+    synced_group_offsets: dg.AssetKey | None,
+    request_runs: bool,
+) -> list[dg.SensorDefinition]:
+    """The flow's KIP-918 topic and group listener sensors, those its assets call for."""
+    sensors: list[dg.SensorDefinition] = []
+    if replicated_topics is not None and partitions is not None:
+        sensors.append(
+            topic_listener_sensor(
+                flow,
+                partitions=partitions,
+                replicated_topics=replicated_topics,
+                topic_configs=topic_configs,
+                request_runs=request_runs,
+            )
+        )
+    if replicated_topics is not None or checkpoints is not None:
+        sensors.append(
+            group_listener_sensor(
+                flow,
+                checkpoints=checkpoints,
+                synced_group_offsets=synced_group_offsets,
+                request_runs=request_runs,
+            )
+        )
+    return sensors

@@ -50,6 +50,10 @@ class CheckpointError(RuntimeError):
     """Checkpointing or group offset sync failed; the message names the flow and cluster."""
 
 
+_CommittedOffsets = Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]]
+"""Source committed offsets per group, as `emit_checkpoints` takes them."""
+
+
 def _produce_all(
     producer_config: Mapping[str, str],
     topic: str,
@@ -187,6 +191,7 @@ def emit_checkpoints(
     long-lived caller passes its `checkpoints` tail (default: the topic is read whole).
     """
     timeout = admin_timeout_s(flow)
+    read_timeout = max(timeout, READ_TIMEOUT_S)
     topic = checkpoints_topic(flow)
     started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
@@ -197,48 +202,99 @@ def emit_checkpoints(
         group_offsets = find_checkpoint_groups(flow)
     # The store must be read to its end before translating (MM2's readToEnd guard).
     if store is None:
-        store = load_offset_sync_store(flow, timeout=max(timeout, READ_TIMEOUT_S))
+        store = load_offset_sync_store(flow, timeout=read_timeout)
     run.synced_partitions = len(store.partitions())
+    previous = _previous_checkpoints(flow, topic, group_offsets, checkpoints, read_timeout)
+    group_offsets, held = _hold_recreated(flow, group_offsets, run)
+    run.groups = _translate(flow, group_offsets, store, previous, read_timeout)
+    for group, partitions in held.items():
+        if group in run.groups:
+            run.groups[group].untranslated.extend(partitions)
+    _write_checkpoints(flow, topic, run.groups, now_ms=now_ms, timeout=timeout)
+    for group, planned in run.groups.items():
+        latest = dict(previous.get(group, {}))
+        latest.update(planned.emitted)
+        if latest:
+            run.latest[group] = latest
+    run.seconds = time.monotonic() - started
+    return run
+
+
+def _previous_checkpoints(
+    flow: FlowConfig,
+    topic: str,
+    group_offsets: _CommittedOffsets,
+    checkpoints: CheckpointTail | None,
+    timeout: float,
+) -> LatestCheckpoints:
+    """The latest checkpoints already on the target of the groups of `group_offsets`, from
+    the caller's tail, else from the whole checkpoints topic."""
     if checkpoints is None:
-        previous = read_checkpoints(
+        return read_checkpoints(
             client_config(flow, "target", "consumer"),
             topic,
             groups=group_offsets,
-            timeout=max(timeout, READ_TIMEOUT_S),
+            timeout=timeout,
         )
-    else:
-        latest = checkpoints.refresh(timeout=max(timeout, READ_TIMEOUT_S))
-        previous = {g: latest[g] for g in group_offsets if g in latest}
+    latest = checkpoints.refresh(timeout=timeout)
+    return {g: latest[g] for g in group_offsets if g in latest}
+
+
+def _hold_recreated(
+    flow: FlowConfig,
+    group_offsets: _CommittedOffsets,
+    run: CheckpointRun,
+) -> tuple[_CommittedOffsets, dict[str, list[TopicPartition]]]:
+    """`group_offsets` without the topics recreated since they were copied, and the partitions
+    held back per group; notes the topics in `run.recreated_topics`."""
     # A recreated topic not copied since: its offset syncs describe the old topic and would
     # translate the new topic's offsets to the old topic's records. Held back until copied.
     recreated = recreated_since_copy(flow, {tp[0] for o in group_offsets.values() for tp in o})
-    held: dict[str, list[TopicPartition]] = {}
-    if recreated:
-        run.recreated_topics = sorted(recreated)
-        held = {g: sorted(tp for tp in o if tp[0] in recreated) for g, o in group_offsets.items()}
-        group_offsets = {
-            g: {tp: om for tp, om in o.items() if tp[0] not in recreated}
-            for g, o in group_offsets.items()
-        }
+    if not recreated:
+        return group_offsets, {}
+    run.recreated_topics = sorted(recreated)
+    held = {g: sorted(tp for tp in o if tp[0] in recreated) for g, o in group_offsets.items()}
+    kept = {
+        g: {tp: om for tp, om in o.items() if tp[0] not in recreated}
+        for g, o in group_offsets.items()
+    }
+    return kept, held
+
+
+def _translate(
+    flow: FlowConfig,
+    group_offsets: _CommittedOffsets,
+    store: OffsetSyncStore,
+    previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
+    timeout: float,
+) -> dict[str, GroupCheckpoints]:
+    """`plan_checkpoints` with exact translation over the pass's committed offsets."""
     # Exact translation reads the copied records after each sync on both clusters (bounded
     # per partition and sync); each span is read once for all groups of the pass.
     with ExactOffsetTranslator(
         flow,
         store,
         max_records=flow.mm2assets_exact_translation_max_records,
-        timeout=max(timeout, READ_TIMEOUT_S),
+        timeout=timeout,
     ) as translator:
         translator.prepare(
             item for committed in group_offsets.values() for item in committed.items()
         )
-        run.groups = plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
-    for group, partitions in held.items():
-        if group in run.groups:
-            run.groups[group].untranslated.extend(partitions)
+        return plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
 
+
+def _write_checkpoints(
+    flow: FlowConfig,
+    topic: str,
+    groups: Mapping[str, GroupCheckpoints],
+    *,
+    now_ms: int | None,
+    timeout: float,
+) -> None:
+    """Write the checkpoints `groups` emitted to the checkpoints topic (nothing when none)."""
     records = [
         (checkpoint.record_key(), checkpoint.record_value())
-        for planned in run.groups.values()
+        for planned in groups.values()
         for checkpoint in planned.emitted.values()
     ]
     if records:
@@ -251,10 +307,3 @@ def emit_checkpoints(
             cluster=flow.target.alias,
             timeout=timeout,
         )
-    for group, planned in run.groups.items():
-        latest = dict(previous.get(group, {}))
-        latest.update(planned.emitted)
-        if latest:
-            run.latest[group] = latest
-    run.seconds = time.monotonic() - started
-    return run

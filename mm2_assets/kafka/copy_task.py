@@ -392,6 +392,20 @@ def commit_due(now: float, *, quiet: bool, deadline: float, earliest: float) -> 
     return now >= deadline or (quiet and now >= earliest)
 
 
+@dataclass
+class _Fetched:
+    """One fetch, sorted: records per lane (by `id`), and the lane events it carried."""
+
+    chunks: dict[int, list[Message]] = field(default_factory=dict)
+    ends: list[tuple[_Lane, int]] = field(default_factory=list)
+    """End-of-partition events, applied once the records before them are copied."""
+    out_of_range: list[_Lane] = field(default_factory=list)
+
+
+_Staged = tuple[_Lane, list[OffsetSync], Progress | None]
+"""A lane whose offset syncs and progress a transaction holds, with them."""
+
+
 class _Copier:
     """The consume → produce loop of a task's partitions, one transaction per batch."""
 
@@ -415,6 +429,11 @@ class _Copier:
         self.txn_bytes = 0
         self.last_commit = 0.0
         """When the last transaction committed (monotonic)."""
+        self.interval = max(spec.commit_interval_ms, 1) / 1000.0
+        self.min_gap = min(max(spec.commit_min_interval_ms, 0) / 1000.0, self.interval)
+        self.in_txn = False
+        self.deadline = 0.0
+        """When the open transaction must commit (following)."""
         self.consumer = Consumer(
             committed_reader_config(
                 {**_CONSUMER_DEFAULTS, **spec.source_consumer},
@@ -593,106 +612,114 @@ class _Copier:
 
     def run(self) -> None:
         """Copy until every partition reached its end offset, or (following) until killed."""
-        spec = self.spec
         self._assign()
-        follows = spec.follows
-        interval = max(spec.commit_interval_ms, 1) / 1000.0
-        min_gap = min(max(spec.commit_min_interval_ms, 0) / 1000.0, interval)
-        single = self.lanes[0] if len(self.lanes) == 1 else None
-        deadline = 0.0  # when the open transaction must commit (following)
-        in_txn = False
         while True:
-            if follows:
-                wanted = CONSUME_BATCH
-                # With a transaction open, wait for more records no longer than until it may
-                # commit: commits follow the traffic (see `commit_due`).
-                now = time.monotonic()
-                wait_until = min(deadline, self.last_commit + min_gap)
-                timeout = max(0.0, wait_until - now) if in_txn else interval
-            else:
-                open_lanes = [lane for lane in self.lanes if not lane.done]
-                if not open_lanes:
-                    break
-                # Ask for no more than the ranges still hold: consume() returns as soon as
-                # that many records arrived instead of waiting out its timeout at the tail.
-                left = sum(lane.range.end_offset - lane.position for lane in open_lanes)  # type: ignore[operator]
-                wanted, timeout = max(1, min(CONSUME_BATCH, left)), 1.0
+            ask = self._next_ask()
+            if ask is None:
+                break
             polled_at = time.monotonic()
-            chunks: dict[int, list[Message]] = {}
-            own: list[Message] = []  # the single lane's records (no per-record lookup)
-            # End-of-partition events, applied once the records before them are copied.
-            ends: list[tuple[_Lane, int]] = []
-            out_of_range: list[_Lane] = []
-            for msg in self._fetch(wanted, timeout):
-                error = msg.error()
-                if error is not None:
-                    code = error.code()
-                    lane = self.by_partition.get((msg.topic(), msg.partition()))
-                    if lane is not None and code in _LANE_EVENTS:
-                        if lane.done:
-                            pass
-                        elif code == KafkaError._PARTITION_EOF:
-                            ends.append((lane, msg.offset()))
-                        elif code == KafkaError._AUTO_OFFSET_RESET:
-                            out_of_range.append(lane)
-                        else:
-                            self._gone(lane, error)
-                        continue
-                    raise CopyError(f"{spec.describe()}: consume failed: {KafkaException(error)}")
-                if single is not None:
-                    own.append(msg)
-                else:
-                    lane = self.by_partition[(msg.topic(), msg.partition())]
-                    chunks.setdefault(id(lane), []).append(msg)
-            if single is not None:
-                chunks[id(single)] = own
-            for lane in self.lanes:
-                messages = chunks.get(id(lane))
-                if not messages:
-                    continue
-                if not in_txn:
-                    self.producer.begin_transaction()
-                    in_txn = True
-                    # Records polled while idle waited up to one interval already.
-                    deadline = polled_at + interval
-                in_txn = self._copy_chunk(lane, messages)
-            for lane, offset in ends:
-                self._at_end(lane, offset)
-            if out_of_range:
-                # After the chunks are copied, so every lane's position is current: assigning
-                # again (a partition stopped by a reset error cannot seek) drops nothing.
-                for lane in out_of_range:
-                    self._out_of_range(lane)
-                self._assign()
-            quiet = not any(chunks.values())
-            if (
-                follows
-                and quiet
-                and not in_txn
-                and any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes)
-            ):
-                # Quiet partitions: write their held-back newest offset syncs, and progress
-                # past offsets that held no record, now.
-                self.producer.begin_transaction()
-                in_txn = True
-                deadline = time.monotonic()
-            if (
-                in_txn
-                and follows
-                and commit_due(
-                    time.monotonic(),
-                    quiet=quiet,
-                    deadline=deadline,
-                    earliest=self.last_commit + min_gap,
-                )
-            ):
-                self._commit()
-                in_txn = False
+            fetched = self._sort(self._fetch(*ask))
+            self._copy_fetched(fetched, polled_at)
+            if self.spec.follows:
+                self._follow_commit(quiet=not any(fetched.chunks.values()))
             self.producer.poll(0)
-        if in_txn or any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes):
-            if not in_txn:
+        if self.in_txn or self._quiet_work():
+            if not self.in_txn:
                 self.producer.begin_transaction()
             self._commit()
+
+    def _next_ask(self) -> tuple[int, float] | None:
+        """(records wanted, seconds to wait) for the next fetch; None when a pass is done."""
+        if self.spec.follows:
+            # With a transaction open, wait for more records no longer than until it may
+            # commit: commits follow the traffic (see `commit_due`).
+            now = time.monotonic()
+            wait_until = min(self.deadline, self.last_commit + self.min_gap)
+            timeout = max(0.0, wait_until - now) if self.in_txn else self.interval
+            return CONSUME_BATCH, timeout
+        open_lanes = [lane for lane in self.lanes if not lane.done]
+        if not open_lanes:
+            return None
+        # Ask for no more than the ranges still hold: consume() returns as soon as that many
+        # records arrived instead of waiting out its timeout at the tail.
+        left = sum(lane.range.end_offset - lane.position for lane in open_lanes)  # type: ignore[operator]
+        return max(1, min(CONSUME_BATCH, left)), 1.0
+
+    def _sort(self, messages: list[Message]) -> _Fetched:
+        """A fetch's records by lane, and its lane events (end of partition, out of range)."""
+        fetched = _Fetched()
+        single = self.lanes[0] if len(self.lanes) == 1 else None
+        own: list[Message] = []  # the single lane's records (no per-record lookup)
+        for msg in messages:
+            error = msg.error()
+            if error is not None:
+                self._lane_event(msg, error, fetched)
+            elif single is not None:
+                own.append(msg)
+            else:
+                lane = self.by_partition[(msg.topic(), msg.partition())]
+                fetched.chunks.setdefault(id(lane), []).append(msg)
+        if single is not None:
+            fetched.chunks[id(single)] = own
+        return fetched
+
+    def _lane_event(self, msg: Message, error: KafkaError, fetched: _Fetched) -> None:
+        """An event of one partition (noted, or handled at once); any other error fails."""
+        code = error.code()
+        lane = self.by_partition.get((msg.topic(), msg.partition()))
+        if lane is None or code not in _LANE_EVENTS:
+            raise CopyError(f"{self.spec.describe()}: consume failed: {KafkaException(error)}")
+        if lane.done:
+            return
+        if code == KafkaError._PARTITION_EOF:
+            fetched.ends.append((lane, msg.offset()))
+        elif code == KafkaError._AUTO_OFFSET_RESET:
+            fetched.out_of_range.append(lane)
+        else:
+            self._gone(lane, error)
+
+    def _copy_fetched(self, fetched: _Fetched, polled_at: float) -> None:
+        """Produce a fetch's records in the open transaction (opening one), then apply its
+        lane events."""
+        for lane in self.lanes:
+            messages = fetched.chunks.get(id(lane))
+            if not messages:
+                continue
+            if not self.in_txn:
+                self.producer.begin_transaction()
+                self.in_txn = True
+                # Records polled while idle waited up to one interval already.
+                self.deadline = polled_at + self.interval
+            self.in_txn = self._copy_chunk(lane, messages)
+        for lane, offset in fetched.ends:
+            self._at_end(lane, offset)
+        if fetched.out_of_range:
+            # After the chunks are copied, so every lane's position is current: assigning
+            # again (a partition stopped by a reset error cannot seek) drops nothing.
+            for lane in fetched.out_of_range:
+                self._out_of_range(lane)
+            self._assign()
+
+    def _quiet_work(self) -> bool:
+        """Whether a lane holds back an offset sync or progress past offsets with no record."""
+        return any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes)
+
+    def _follow_commit(self, *, quiet: bool) -> None:
+        """A follower's commit decision after a fetch (see `commit_due`)."""
+        if quiet and not self.in_txn and self._quiet_work():
+            # Quiet partitions: write their held-back newest offset syncs, and progress past
+            # offsets that held no record, now.
+            self.producer.begin_transaction()
+            self.in_txn = True
+            self.deadline = time.monotonic()
+        if self.in_txn and commit_due(
+            time.monotonic(),
+            quiet=quiet,
+            deadline=self.deadline,
+            earliest=self.last_commit + self.min_gap,
+        ):
+            self._commit()
+            self.in_txn = False
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:
         """Up to `wanted` records (and events) within `timeout`. A pass asks for what its
@@ -778,67 +805,83 @@ class _Copier:
 
     def _commit(self) -> None:
         """Flush the batch, add its offset syncs and progress, commit the transaction."""
-        spec, producer = self.spec, self.producer
-        remaining = producer.flush(120)
-        if self.errors or remaining:
-            producer.abort_transaction(60)
-            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
-            raise CopyError(
-                f"{spec.describe()}: producing to the remote topics failed: "
-                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
-            )
-        committed: list[tuple[_Lane, list[OffsetSync], Progress | None]] = []
-        for lane in self.lanes:
-            batch, part = lane.batch, lane.range
-            progress = None
-            if batch.upstream:
-                first_downstream = batch.downstream[batch.upstream[0]]
-                last_downstream = batch.downstream[batch.upstream[-1]]
-                syncs = self.syncs.batch_syncs(
-                    lane.key, batch.upstream, first_downstream, last_downstream
-                )
-                lane.downstream_next = last_downstream + 1
-            else:
-                # Quiet since the last commit: a held-back newest mapping is final.
-                syncs = self.syncs.quiet_syncs(lane.key)
-            if batch.upstream or lane.unrecorded:
-                # The position is never past a record not yet copied (it only moves to an
-                # end of log or a log start), so it may count for the progress too.
-                progress = Progress(
-                    spec.flow,
-                    part.source_topic,
-                    part.partition,
-                    next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
-                    downstream_next=lane.downstream_next,
-                    topic_id=part.topic_id,
-                    lost_to_retention=lane.lost_total,
-                )
-                producer.produce(
-                    spec.progress_topic,
-                    key=progress.record_key(),
-                    value=progress.record_value(),
-                    partition=progress_partition(spec.flow, part.source_topic, part.partition),
-                )
-            if progress is None and not syncs:
-                continue
-            self.syncs.write_in_transaction(producer, syncs)
-            committed.append((lane, syncs, progress))
+        self._flush_batch()
+        staged = [s for s in map(self._stage, self.lanes) if s is not None]
         try:
-            producer.commit_transaction(120)
+            self.producer.commit_transaction(120)
         except KafkaException as exc:
-            raise CopyError(f"{spec.describe()}: transaction commit failed: {exc}") from exc
+            raise CopyError(f"{self.spec.describe()}: transaction commit failed: {exc}") from exc
         self.commits[0] += 1
         self.last_commit = time.monotonic()
-        for lane, syncs, progress in committed:
-            # Syncs bound for the source go now: they only ever describe durable records.
-            self.syncs.write_committed(syncs, lane.result)
-            result = lane.result
-            result.offset_syncs += len(syncs)
-            if progress is not None:
-                result.records += len(lane.batch.upstream)
-                result.bytes += lane.batch.bytes
-                result.transactions += 1
-                result.next_offset = progress.next_offset
-                lane.batch = _Batch()
+        for lane, syncs, progress in staged:
+            self._committed(lane, syncs, progress)
         self.syncs.poll()
         self.txn_records = self.txn_bytes = 0
+
+    def _flush_batch(self) -> None:
+        """Wait for every record of the transaction; abort it and fail when one failed."""
+        remaining = self.producer.flush(120)
+        if self.errors or remaining:
+            self.producer.abort_transaction(60)
+            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
+            raise CopyError(
+                f"{self.spec.describe()}: producing to the remote topics failed: "
+                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
+            )
+
+    def _stage(self, lane: _Lane) -> _Staged | None:
+        """Add the lane's offset syncs and progress to the open transaction; None when it has
+        neither to add."""
+        batch = lane.batch
+        if batch.upstream:
+            first_downstream = batch.downstream[batch.upstream[0]]
+            last_downstream = batch.downstream[batch.upstream[-1]]
+            syncs = self.syncs.batch_syncs(
+                lane.key, batch.upstream, first_downstream, last_downstream
+            )
+            lane.downstream_next = last_downstream + 1
+        else:
+            # Quiet since the last commit: a held-back newest mapping is final.
+            syncs = self.syncs.quiet_syncs(lane.key)
+        progress = None
+        if batch.upstream or lane.unrecorded:
+            progress = self._produce_progress(lane)
+        if progress is None and not syncs:
+            return None
+        self.syncs.write_in_transaction(self.producer, syncs)
+        return lane, syncs, progress
+
+    def _produce_progress(self, lane: _Lane) -> Progress:
+        """The lane's new progress, produced in the open transaction."""
+        spec, batch, part = self.spec, lane.batch, lane.range
+        # The position is never past a record not yet copied (it only moves to an
+        # end of log or a log start), so it may count for the progress too.
+        progress = Progress(
+            spec.flow,
+            part.source_topic,
+            part.partition,
+            next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
+            downstream_next=lane.downstream_next,
+            topic_id=part.topic_id,
+            lost_to_retention=lane.lost_total,
+        )
+        self.producer.produce(
+            spec.progress_topic,
+            key=progress.record_key(),
+            value=progress.record_value(),
+            partition=progress_partition(spec.flow, part.source_topic, part.partition),
+        )
+        return progress
+
+    def _committed(self, lane: _Lane, syncs: list[OffsetSync], progress: Progress | None) -> None:
+        """What a lane's committed batch adds to its result; the lane starts a new batch."""
+        # Syncs bound for the source go now: they only ever describe durable records.
+        self.syncs.write_committed(syncs, lane.result)
+        result = lane.result
+        result.offset_syncs += len(syncs)
+        if progress is not None:
+            result.records += len(lane.batch.upstream)
+            result.bytes += lane.batch.bytes
+            result.transactions += 1
+            result.next_offset = progress.next_offset
+            lane.batch = _Batch()

@@ -34,7 +34,7 @@ from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_re
 from mm2_assets.kafka.writer_lease import LeaseToken
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, progress_topic
-from mm2_assets.mm2.topic_configs import creation_configs
+from mm2_assets.mm2.topic_configs import TopicConfigEntry, creation_configs
 from mm2_assets.mm2.writer_lease import lease_topic, writer_transactional_id
 
 
@@ -231,6 +231,35 @@ def plan_replication(
 
     target_admin = flow_admin(flow, "target")
     target_topics = list_topics(target_admin, cluster=flow.target.alias)
+    source_configs = _describe_for_creation(flow, plan, source_admin, target_topics)
+    if not plan.remote_topics:
+        return plan
+
+    source = (source_admin, source_topics)
+    target = (target_admin, target_topics)
+    plan.created.extend(ensure_internal_topics(flow, source=source, target=target))
+    try:
+        plan.warnings = internal_topic_warnings(flow, source=source, target=target)
+    except Exception as exc:  # advice only: never what fails a plan
+        plan.warnings = [f"could not check the internal topics' compaction settings: {exc}"]
+    _ensure_remote_topics(flow, plan, source_configs, source=source, target=target)
+
+    counts = {t: source_topics[t].partitions for t in plan.remote_topics}
+    plan.states = partition_states(
+        flow, counts, source_admin=source_admin, adopt_from=plan.remote_topics
+    )
+    plan.ranges.extend(_ranges(plan, follow=follow))
+    return plan
+
+
+def _describe_for_creation(
+    flow: FlowConfig,
+    plan: ReplicationPlan,
+    source_admin: AdminClient,
+    target_topics: Mapping[str, TopicInfo],
+) -> dict[str, list[TopicConfigEntry]]:
+    """The source configs of the planned topics whose remote topic is missing; a topic whose
+    configs cannot be described moves from `plan.remote_topics` to `plan.skipped`."""
     # New remote topics start with the source's replicable configs (compaction, retention),
     # as MM2 creates them; later changes are the topic_configs asset's job. Without those
     # configs a topic is not created (nor copied): broker defaults could turn a compacted
@@ -246,20 +275,20 @@ def plan_replication(
                 f"cannot describe the configs of '{topic}' on '{flow.source.alias}' to "
                 f"create '{plan.remote_topics.pop(topic)}' on '{flow.target.alias}': {error}"
             )
-    if not plan.remote_topics:
-        return plan
+    return source_configs
 
-    plan.created.extend(
-        ensure_internal_topics(
-            flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
-        )
-    )
-    try:
-        plan.warnings = internal_topic_warnings(
-            flow, source=(source_admin, source_topics), target=(target_admin, target_topics)
-        )
-    except Exception as exc:  # advice only: never what fails a plan
-        plan.warnings = [f"could not check the internal topics' compaction settings: {exc}"]
+
+def _ensure_remote_topics(
+    flow: FlowConfig,
+    plan: ReplicationPlan,
+    source_configs: Mapping[str, list[TopicConfigEntry]],
+    *,
+    source: tuple[AdminClient, Mapping[str, TopicInfo]],
+    target: tuple[AdminClient, Mapping[str, TopicInfo]],
+) -> None:
+    """Create the planned remote topics that are missing (noted in `plan.created`)."""
+    _, source_topics = source
+    target_admin, target_topics = target
     config_filter = flow.config_property_filter()
     try:
         for topic, remote in plan.remote_topics.items():
@@ -268,7 +297,7 @@ def plan_replication(
                 remote,
                 partitions=source_topics[topic].partitions,
                 replication_factor=flow.replication_factor,
-                # Only used when `remote` is missing, and then described above.
+                # Only used when `remote` is missing, and then described: `_describe_for_creation`.
                 config=creation_configs(source_configs.get(topic, []), config_filter),
                 cluster=flow.target.alias,
                 existing=target_topics,
@@ -277,14 +306,15 @@ def plan_replication(
     finally:
         config_filter.close()
 
-    counts = {t: source_topics[t].partitions for t in plan.remote_topics}
-    plan.states = partition_states(
-        flow, counts, source_admin=source_admin, adopt_from=plan.remote_topics
-    )
+
+def _ranges(plan: ReplicationPlan, *, follow: bool) -> list[PartitionRange]:
+    """What to copy of `plan.states`: a pass's lagging (or adopted) partitions up to their
+    end offsets, or every partition without an end (`follow`)."""
+    ranges: list[PartitionRange] = []
     for state in plan.states:
         if not follow and state.lag == 0 and not state.adopted:
             continue  # an adopted position is recorded even so
-        plan.ranges.append(
+        ranges.append(
             PartitionRange(
                 state.topic,
                 plan.remote_topics[state.topic],
@@ -294,4 +324,4 @@ def plan_replication(
                 adopted_offset=state.next_offset if state.adopted else None,
             )
         )
-    return plan
+    return ranges

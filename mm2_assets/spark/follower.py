@@ -132,6 +132,20 @@ class FollowerWindow:
         return out
 
 
+@dataclass
+class _WatchClock:
+    """The follower loop's intervals and next deadlines (monotonic seconds)."""
+
+    report_every: float
+    refresh_every: float
+    retry_skipped_every: float
+    next_report: float
+    next_refresh: float
+    next_skipped_retry: float
+    replan_failures: int = 0
+    """Topic refreshes failed in a row (backs the next one off)."""
+
+
 class FollowerReporter:
     """Where a follower reports; every method is a no-op here, hosts override what they show."""
 
@@ -356,17 +370,47 @@ class Follower:
     ) -> None:
         """The follower's own loop: the copy job's health, topic refreshes, reports."""
         flow = self.flow
-        replicates = tracker is not None
-        now = time.monotonic()
-        report_every = flow.mm2assets_follower_report_interval_seconds
+        refreshes = tracker is not None and flow.refresh_topics_enabled
+        clock = self._watch_clock(time.monotonic())
+        window_start = time.time()
+        before = self._window_baseline(tracker)
+        while not stop.is_set():
+            if on_loop is not None:
+                on_loop()
+            if self._check_writer(stop):
+                break
+            now = time.monotonic()
+            interval_work.drain()
+            if refreshes and now >= clock.next_refresh:
+                self._refresh_topics(spark, now, clock)
+            if now >= clock.next_report:
+                clock.next_report = now + clock.report_every
+                ended = time.time()
+                before = self._report(tracker, before, window_start, ended)
+                window_start = ended
+            waits = [clock.next_report]
+            if refreshes:
+                waits.append(clock.next_refresh)
+            stop.wait(min(0.5, max(0.05, min(waits) - time.monotonic())))
+
+    def _watch_clock(self, now: float) -> _WatchClock:
+        """The loop's first deadlines, all counted from `now`."""
+        report_every = self.flow.mm2assets_follower_report_interval_seconds
         refresh_every = self._topics.interval_seconds
         # Planning again for skipped topics costs a plan: at most once per topic refresh.
-        retry_skipped_every = max(refresh_every, flow.refresh_topics_interval_seconds)
-        next_report = now + report_every
-        next_refresh = now + refresh_every
-        next_skipped_retry = now + retry_skipped_every
-        replan_failures = 0
-        window_start = time.time()
+        retry_skipped_every = max(refresh_every, self.flow.refresh_topics_interval_seconds)
+        return _WatchClock(
+            report_every=report_every,
+            refresh_every=refresh_every,
+            retry_skipped_every=retry_skipped_every,
+            next_report=now + report_every,
+            next_refresh=now + refresh_every,
+            next_skipped_retry=now + retry_skipped_every,
+        )
+
+    def _window_baseline(self, tracker: ProgressTracker | None) -> dict[tuple[str, int], int]:
+        """The first report window's starting offsets per partition; reads the gaps already
+        reported."""
         # Counted from the progress the plan saw, before the copy tasks started.
         plan = self.plan
         before = {(s.topic, s.partition): s.next_offset for s in plan.states} if plan else {}
@@ -377,57 +421,54 @@ class Follower:
                 self._lost = {k: p.lost_to_retention for k, p in tracker.progress.items()}
             except Exception as exc:  # e.g. a just-created progress topic; read next window
                 self.reporter.problem("progress read", exc)
-        while not stop.is_set():
-            if on_loop is not None:
-                on_loop()
-            job = self.job
-            if self.lease is not None and self.lease.lost.is_set():
+        return before
+
+    def _check_writer(self, stop: threading.Event) -> bool:
+        """Raise FollowerError when the lease was taken over or the copy job failed; True
+        when `stop` was set meanwhile (the loop ends instead)."""
+        flow = self.flow
+        job = self.job
+        if self.lease is not None and self.lease.lost.is_set():
+            raise FollowerError(
+                f"flow {flow.name}: another writer took the flow over "
+                f"({self.lease.lost_to}); this follower stopped copying"
+            )
+        if job is not None and job.error is not None:
+            # A SIGTERM to the whole process group stops Spark's JVM too, which fails the
+            # job: give our own stop a moment to arrive before calling it a failure.
+            if stop.wait(2.0):
+                return True
+            raise FollowerError(
+                f"flow {flow.name}: the follower's copy job failed: {job.error}"
+            ) from job.error
+        return False
+
+    def _refresh_topics(self, spark: Any, now: float, clock: _WatchClock) -> None:
+        """One topic refresh: a new layout when the replicated set changed (or none runs),
+        another plan for skipped topics now and then; failures back off."""
+        flow = self.flow
+        clock.next_refresh = now + clock.refresh_every
+        try:
+            layout = self._topics()
+            if layout != self._layout or self.job is None:
+                self._relayout(spark, layout)
+                clock.next_skipped_retry = now + clock.retry_skipped_every
+            elif self._skipped and now >= clock.next_skipped_retry:
+                clock.next_skipped_retry = now + clock.retry_skipped_every
+                self._relayout(spark, layout, only_if_fewer_skipped=True)
+            clock.replan_failures = 0
+        except Exception as exc:
+            # The old layout (if any) keeps copying; try again soon, backing off. A
+            # lease taken over ends the run at the top of the loop.
+            clock.replan_failures += 1
+            if self.job is None and clock.replan_failures >= LAYOUT_ATTEMPTS:
                 raise FollowerError(
-                    f"flow {flow.name}: another writer took the flow over "
-                    f"({self.lease.lost_to}); this follower stopped copying"
-                )
-            if job is not None and job.error is not None:
-                # A SIGTERM to the whole process group stops Spark's JVM too, which fails the
-                # job: give our own stop a moment to arrive before calling it a failure.
-                if stop.wait(2.0):
-                    break
-                raise FollowerError(
-                    f"flow {flow.name}: the follower's copy job failed: {job.error}"
-                ) from job.error
-            now = time.monotonic()
-            interval_work.drain()
-            if replicates and flow.refresh_topics_enabled and now >= next_refresh:
-                next_refresh = now + refresh_every
-                try:
-                    layout = self._topics()
-                    if layout != self._layout or self.job is None:
-                        self._relayout(spark, layout)
-                        next_skipped_retry = now + retry_skipped_every
-                    elif self._skipped and now >= next_skipped_retry:
-                        next_skipped_retry = now + retry_skipped_every
-                        self._relayout(spark, layout, only_if_fewer_skipped=True)
-                    replan_failures = 0
-                except Exception as exc:
-                    # The old layout (if any) keeps copying; try again soon, backing off. A
-                    # lease taken over ends the run at the top of the loop.
-                    replan_failures += 1
-                    if self.job is None and replan_failures >= LAYOUT_ATTEMPTS:
-                        raise FollowerError(
-                            f"flow {flow.name}: no layout could start after "
-                            f"{replan_failures} attempts: {exc}"
-                        ) from exc
-                    self.reporter.problem("topic refresh", exc)
-                    retry = restart_delay(replan_failures, 1.0, refresh_every, flow.name)
-                    next_refresh = now + retry
-            if now >= next_report:
-                next_report = now + report_every
-                ended = time.time()
-                before = self._report(tracker, before, window_start, ended)
-                window_start = ended
-            waits = [next_report]
-            if replicates and flow.refresh_topics_enabled:
-                waits.append(next_refresh)
-            stop.wait(min(0.5, max(0.05, min(waits) - time.monotonic())))
+                    f"flow {flow.name}: no layout could start after "
+                    f"{clock.replan_failures} attempts: {exc}"
+                ) from exc
+            self.reporter.problem("topic refresh", exc)
+            retry = restart_delay(clock.replan_failures, 1.0, clock.refresh_every, flow.name)
+            clock.next_refresh = now + retry
 
     def _report(
         self,

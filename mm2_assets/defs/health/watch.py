@@ -207,13 +207,51 @@ def watch_flow(
         watch.state = {**state, **kept}
         return watch
 
-    error: str | None = None
+    watch.snapshot, error = _measure_lag(flow)
+    _watch_stalls(flow, watch, state, kept, follow=follow, in_grace=in_grace)
+    check_state = dict(state.get("checks") or {})
+    if evaluate_checks and error is None:
+        error, check_state = _evaluate_checks(
+            flow,
+            instance,
+            watch,
+            check_state,
+            in_grace=in_grace,
+            replicated_topics=replicated_topics,
+            checkpoints=checkpoints,
+        )
+    if error is not None:
+        watch.notes.append(error)
+    if evaluate_checks or error is not None:  # otherwise nothing new is known about them
+        watch.alerts += unavailable_alerts(flow, error, bool(state.get("unavailable")))
+        kept["unavailable"] = error is not None
+    kept["checks"] = check_state
+    watch.state = {**state, **kept}
+    return watch
+
+
+def _measure_lag(flow: FlowConfig) -> tuple[LagSnapshot | None, str | None]:
+    """The flow's lag within `KAFKA_BUDGET_S`, or why it could not be measured."""
     try:
-        watch.snapshot = call_with_timeout(
+        snapshot = call_with_timeout(
             f"{flow.name}: measuring replication lag", lambda: measure_lag(flow), KAFKA_BUDGET_S
         )
     except Exception as exc:
-        error = f"measuring replication lag failed: {exc}"
+        return None, f"measuring replication lag failed: {exc}"
+    return snapshot, None
+
+
+def _watch_stalls(
+    flow: FlowConfig,
+    watch: Watch,
+    state: Mapping[str, Any],
+    kept: dict[str, Any],
+    *,
+    follow: bool,
+    in_grace: bool,
+) -> None:
+    """The stall incident (follow mode, lag measured): its alerts into `watch`, its state
+    into `kept`; otherwise the stall state stays as it was."""
     stalled_before = bool(state.get("stalled"))
     if follow and watch.snapshot is not None:
         stalled, kept["progress"] = stalled_partitions(state.get("progress") or {}, watch.snapshot)
@@ -224,35 +262,39 @@ def watch_flow(
     else:
         kept["stalled"] = stalled_before
 
-    check_state = dict(state.get("checks") or {})
-    if evaluate_checks and error is None:
-        try:
-            outcomes = call_with_timeout(
-                f"{flow.name}: evaluating the health checks",
-                lambda: evaluate_flow_health(
-                    flow,
-                    instance,
-                    replicated_topics=replicated_topics,
-                    checkpoints=checkpoints,
-                    snapshot=watch.snapshot,
-                ),
-                KAFKA_BUDGET_S,
-            )
-        except Exception as exc:
-            error = f"evaluating the health checks failed: {exc}"
-        else:
-            watch.evaluations = [o.to_evaluation() for o in outcomes]
-            for outcome in outcomes:
-                if not outcome.passed:
-                    watch.notes.append(f"{outcome.check_name}: {outcome.description}")
-            alerting = [o for o in outcomes if not (in_grace and o.check_name in GRACE_CHECKS)]
-            alerts, check_state = check_transition_alerts(flow, alerting, check_state)
-            watch.alerts += alerts
-    if error is not None:
-        watch.notes.append(error)
-    if evaluate_checks or error is not None:  # otherwise nothing new is known about them
-        watch.alerts += unavailable_alerts(flow, error, bool(state.get("unavailable")))
-        kept["unavailable"] = error is not None
-    kept["checks"] = check_state
-    watch.state = {**state, **kept}
-    return watch
+
+def _evaluate_checks(
+    flow: FlowConfig,
+    instance: dg.DagsterInstance | None,
+    watch: Watch,
+    check_state: dict[str, bool],
+    *,
+    in_grace: bool,
+    replicated_topics: dg.AssetKey | None,
+    checkpoints: dg.AssetKey | None,
+) -> tuple[str | None, dict[str, bool]]:
+    """Evaluate the health checks within `KAFKA_BUDGET_S`, their evaluations, notes and
+    transition alerts going into `watch`; returns why they could not be evaluated (None when
+    they were) and the checks' state for the cursor."""
+    try:
+        outcomes = call_with_timeout(
+            f"{flow.name}: evaluating the health checks",
+            lambda: evaluate_flow_health(
+                flow,
+                instance,
+                replicated_topics=replicated_topics,
+                checkpoints=checkpoints,
+                snapshot=watch.snapshot,
+            ),
+            KAFKA_BUDGET_S,
+        )
+    except Exception as exc:
+        return f"evaluating the health checks failed: {exc}", check_state
+    watch.evaluations = [o.to_evaluation() for o in outcomes]
+    for outcome in outcomes:
+        if not outcome.passed:
+            watch.notes.append(f"{outcome.check_name}: {outcome.description}")
+    alerting = [o for o in outcomes if not (in_grace and o.check_name in GRACE_CHECKS)]
+    alerts, check_state = check_transition_alerts(flow, alerting, check_state)
+    watch.alerts += alerts
+    return None, check_state

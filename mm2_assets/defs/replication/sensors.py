@@ -78,53 +78,86 @@ def topic_listener_sensor(
     def react(
         context: dg.SensorEvaluationContext, current: ReplicatedSet, change: ReplicatedSetChange
     ) -> Reaction:
-        # Partitions follow the map, whatever the cursor says (an instance wiped or edited by
-        # hand converges too).
-        existing = list(context.instance.get_dynamic_partitions(partitions.name))
-        existing_set = set(existing)
-        added = [t for t in current if t not in existing_set]
-        deleted = [t for t in existing if t not in current]
-        reaction = Reaction(
-            log_detail=f"dynamic partitions +{len(added)} -{len(deleted)}"
-            if added or deleted
-            else ""
+        return _react_to_set(
+            flow,
+            context,
+            current,
+            change,
+            partitions=partitions,
+            replicated_topics=replicated_topics,
+            selection=selection,
+            request_runs=request_runs,
         )
-        if added:
-            reaction.partition_requests.append(partitions.build_add_request(added))
-            order = [t for t in existing if t in current] + added
-            request = partition_range_request(
-                order,
-                added,
-                asset_selection=selection,
-                tags=run_tags(flow, WORK_REPLICATE, "new-topics"),
-            )
-            if request is not None and request_runs:
-                reaction.run_requests.append(request)
-        if deleted:
-            reaction.partition_requests.append(partitions.build_delete_request(deleted))
-        # The first tick records the set even when empty: the follower run follows it.
-        if change or added or deleted or context.cursor is None:
-            reaction.observation = (
-                replicated_topics,
-                {
-                    "topics_added": dg.MetadataValue.json(dict(change.topics.added)),
-                    "topics_removed": dg.MetadataValue.json(dict(change.topics.removed)),
-                    "topics_renamed": dg.MetadataValue.json(
-                        {t: list(p) for t, p in change.topics.renamed.items()}
-                    ),
-                    "topics_resized": dg.MetadataValue.json(
-                        {t: list(p) for t, p in change.resized.items()}
-                    ),
-                    "topics_recreated": dg.MetadataValue.json(list(change.recreated)),
-                    "partitions_added": dg.MetadataValue.json(added),
-                    "partitions_deleted": dg.MetadataValue.json(deleted),
-                    "replicated_topics": len(current),
-                    RECORDED_SET: dg.MetadataValue.json(set_to_json(current)),
-                },
-            )
-        return reaction
 
     return listener_sensor(flow, topic_listener_spec(flow, react, selection))
+
+
+def _react_to_set(
+    flow: FlowConfig,
+    context: dg.SensorEvaluationContext,
+    current: ReplicatedSet,
+    change: ReplicatedSetChange,
+    *,
+    partitions: dg.DynamicPartitionsDefinition,
+    replicated_topics: dg.AssetKey,
+    selection: Sequence[dg.AssetKey],
+    request_runs: bool,
+) -> Reaction:
+    """The sensor's reaction to the replicated set: the partitions follow it, new topics are
+    replicated (with `request_runs`), the set is recorded (see the module docstring)."""
+    # Partitions follow the map, whatever the cursor says (an instance wiped or edited by
+    # hand converges too).
+    existing = list(context.instance.get_dynamic_partitions(partitions.name))
+    existing_set = set(existing)
+    added = [t for t in current if t not in existing_set]
+    deleted = [t for t in existing if t not in current]
+    reaction = Reaction(
+        log_detail=f"dynamic partitions +{len(added)} -{len(deleted)}" if added or deleted else ""
+    )
+    if added:
+        reaction.partition_requests.append(partitions.build_add_request(added))
+        order = [t for t in existing if t in current] + added
+        request = partition_range_request(
+            order,
+            added,
+            asset_selection=selection,
+            tags=run_tags(flow, WORK_REPLICATE, "new-topics"),
+        )
+        if request is not None and request_runs:
+            reaction.run_requests.append(request)
+    if deleted:
+        reaction.partition_requests.append(partitions.build_delete_request(deleted))
+    # The first tick records the set even when empty: the follower run follows it.
+    if change or added or deleted or context.cursor is None:
+        reaction.observation = (
+            replicated_topics,
+            _observation_metadata(current, change, added=added, deleted=deleted),
+        )
+    return reaction
+
+
+def _observation_metadata(
+    current: ReplicatedSet,
+    change: ReplicatedSetChange,
+    *,
+    added: Sequence[str],
+    deleted: Sequence[str],
+) -> dict[str, Any]:
+    """The observation of a tick: the set's change, the partitions added and deleted, and
+    the whole set (`RECORDED_SET`, what a follower run reads)."""
+    return {
+        "topics_added": dg.MetadataValue.json(dict(change.topics.added)),
+        "topics_removed": dg.MetadataValue.json(dict(change.topics.removed)),
+        "topics_renamed": dg.MetadataValue.json(
+            {t: list(p) for t, p in change.topics.renamed.items()}
+        ),
+        "topics_resized": dg.MetadataValue.json({t: list(p) for t, p in change.resized.items()}),
+        "topics_recreated": dg.MetadataValue.json(list(change.recreated)),
+        "partitions_added": dg.MetadataValue.json(added),
+        "partitions_deleted": dg.MetadataValue.json(deleted),
+        "replicated_topics": len(current),
+        RECORDED_SET: dg.MetadataValue.json(set_to_json(current)),
+    }
 
 
 def topic_listener_spec(

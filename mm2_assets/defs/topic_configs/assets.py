@@ -98,11 +98,9 @@ def topic_configs_asset(
     `sync.topic.configs.enabled`, syncs their configs; the replication driver materializes
     every topic each `sync.topic.configs.interval.seconds`.
     """
-    key = dg.AssetKey([flow.key, "topic_configs"])
-    interval = flow.sync_topic_configs_interval_seconds
 
     @dg.asset(
-        key=key,
+        key=dg.AssetKey([flow.key, "topic_configs"]),
         deps=[dg.AssetKey.from_coercible(source_topics_key)],
         partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -118,41 +116,61 @@ def topic_configs_asset(
             f"following '{flow.source.alias}' (flow {flow.name}, KIP-894); one partition per "
             "source topic."
         ),
-        metadata={
-            "source": flow.source.alias,
-            "target": flow.target.alias,
-            "sync.topic.configs.enabled": flow.sync_topic_configs_enabled,
-            "sync.topic.configs.interval.seconds": interval,
-            "use.incremental.alter.configs": flow.use_incremental_alter_configs,
-            "use.defaults.from": flow.use_defaults_from,
-        },
+        metadata=_definition_metadata(flow),
     )
     def topic_configs(context: dg.AssetExecutionContext) -> Iterator[dg.AssetMaterialization]:
-        started = time.monotonic()
-        topics = requested_partitions(context.run.tags, context.partition_keys)
-        enabled = flow.sync_topic_configs_enabled
-        try:
-            result = sync_topic_configs(flow, topics, sync_configs=enabled)
-        except TopicConfigSyncError as exc:
-            changed = {t: d.as_dict() for t, d in exc.result.changed.items()}
-            if changed:
-                context.log.warning(f"{flow.name}: applied before the failure: {changed}")
-            raise
-        for topic, reason in result.skipped.items():
-            context.log.warning(f"{flow.name}: not syncing '{topic}': {reason}")
-        if result.fell_back:
-            context.log.warning(
-                f"{flow.name}: target '{flow.target.alias}' does not support "
-                f"IncrementalAlterConfigs; used legacy AlterConfigs for {result.fell_back} "
-                "(use.incremental.alter.configs=requested)"
-            )
-        for topic, diff in sorted(result.changed.items()):
-            context.log.info(f"{flow.name}: {topic} -> {diff.as_dict()}")
-        yield from partition_materializations(
-            context.asset_key,
-            topics,
-            sync_metadata(flow, result, configs_synced=enabled, seconds=time.monotonic() - started),
-            lambda topic: topic_metadata(result, topic),
-        )
+        yield from _sync_and_materialize(flow, context)
 
     return topic_configs
+
+
+def _definition_metadata(flow: FlowConfig) -> dict[str, Any]:
+    """The asset definition's metadata: the flow's clusters and its config sync settings."""
+    return {
+        "source": flow.source.alias,
+        "target": flow.target.alias,
+        "sync.topic.configs.enabled": flow.sync_topic_configs_enabled,
+        "sync.topic.configs.interval.seconds": flow.sync_topic_configs_interval_seconds,
+        "use.incremental.alter.configs": flow.use_incremental_alter_configs,
+        "use.defaults.from": flow.use_defaults_from,
+    }
+
+
+def _sync_and_materialize(
+    flow: FlowConfig, context: dg.AssetExecutionContext
+) -> Iterator[dg.AssetMaterialization]:
+    """One run of the asset: sync the run's topics, log what happened, one materialization
+    per topic."""
+    started = time.monotonic()
+    topics = requested_partitions(context.run.tags, context.partition_keys)
+    enabled = flow.sync_topic_configs_enabled
+    try:
+        result = sync_topic_configs(flow, topics, sync_configs=enabled)
+    except TopicConfigSyncError as exc:
+        changed = {t: d.as_dict() for t, d in exc.result.changed.items()}
+        if changed:
+            context.log.warning(f"{flow.name}: applied before the failure: {changed}")
+        raise
+    _log_sync(flow, context, result)
+    yield from partition_materializations(
+        context.asset_key,
+        topics,
+        sync_metadata(flow, result, configs_synced=enabled, seconds=time.monotonic() - started),
+        lambda topic: topic_metadata(result, topic),
+    )
+
+
+def _log_sync(
+    flow: FlowConfig, context: dg.AssetExecutionContext, result: TopicConfigSyncResult
+) -> None:
+    """The run log of a sync: skipped topics and the fallback as warnings, each change."""
+    for topic, reason in result.skipped.items():
+        context.log.warning(f"{flow.name}: not syncing '{topic}': {reason}")
+    if result.fell_back:
+        context.log.warning(
+            f"{flow.name}: target '{flow.target.alias}' does not support "
+            f"IncrementalAlterConfigs; used legacy AlterConfigs for {result.fell_back} "
+            "(use.incremental.alter.configs=requested)"
+        )
+    for topic, diff in sorted(result.changed.items()):
+        context.log.info(f"{flow.name}: {topic} -> {diff.as_dict()}")
