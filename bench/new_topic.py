@@ -38,7 +38,7 @@ from confluent_kafka.admin import AdminClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import LAYOUT_LINE, load_note, machine_load
-from mm2_process import start_process_group
+from mm2_process import interrupt_on_sigterm, start_process_group
 from soak import PARTITIONS, create_topics, stop_daemon
 
 from mm2_assets.defs.replication.sensors import RECORDED_SET
@@ -234,6 +234,8 @@ def main() -> int:
     parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
+    # SIGTERM (a service manager, a CI timeout) stops the daemon and clusters like Ctrl-C.
+    interrupt_on_sigterm()
     report: dict = {"args": vars(args), "note": args.note, "load_start": machine_load()}
     report.update(measure(args))
     report["load_end"] = machine_load()
