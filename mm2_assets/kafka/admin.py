@@ -56,12 +56,16 @@ def flow_admin(flow: FlowConfig, side: Side) -> AdminClient:
 
 
 def list_topics(
-    admin: AdminClient, *, cluster: str, topic: str | None = None
+    admin: AdminClient,
+    *,
+    cluster: str,
+    topic: str | None = None,
+    timeout: float = ADMIN_TIMEOUT_S,
 ) -> dict[str, TopicInfo]:
     """Every topic of the cluster (internal `__*` ones included) with its partition count;
     with `topic`, just that one (empty when it does not exist)."""
     try:
-        metadata = admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S)
+        metadata = admin.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
         what = f"topic '{topic}'" if topic is not None else "topics"
         raise KafkaAdminError(f"cannot list {what} of cluster '{cluster}': {exc}") from exc

@@ -32,6 +32,7 @@ from mm2_assets.mm2.errors import ClusterConnectionError
 from mm2_assets.mm2.flow_settings import FIELD_SETTINGS
 
 __all__ = [
+    "UNANSWERED_AFTER_S",
     "ClusterAccessError",
     "ClusterAuthenticationError",
     "check_sasl_login",
@@ -43,6 +44,11 @@ __all__ = [
 
 _log = logging.getLogger("mm2_assets.librdkafka")
 TIMEOUT_KEY = "mm2assets.connect.timeout.seconds"
+UNANSWERED_AFTER_S = 5.0
+"""A cluster that does not answer a metadata request within this is down for a sensor tick:
+the driver's probe alerts, a listener's listing fails and the next tick tries again. Bounded
+short because the daemon may run sensors one after another (an instance without
+`sensors: use_threads`), so a tick waiting on a dead cluster delays every other flow's."""
 
 
 class _DebugLogger:

@@ -30,13 +30,13 @@ from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.reachability import verify_cluster_access
+from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S, verify_cluster_access
 from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.plugins import call_with_timeout
 
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = UNANSWERED_AFTER_S
 """How long a cluster may take to answer a metadata request before it counts as unreachable."""
 KAFKA_BUDGET_S = 15.0
 """Bound of each of the tick's Kafka steps (lag, checks): two of them, the probes and the

@@ -31,6 +31,7 @@ import dagster as dg
 
 from mm2_assets.defs.listeners import ListenerSpec, Listening, Reaction, listener_sensor
 from mm2_assets.defs.run_requests import WORK_REPLICATE, partition_range_request, run_tags
+from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S
 from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import notify_listener
@@ -175,7 +176,7 @@ def topic_listener_spec(
             f"'{flow.source.alias}' (the dynamic partitions, and the set the follower run "
             f"copies), replicates new topics and notifies {flow.topic_listener_class}."
         ),
-        current=lambda: list_replicated_set(flow),
+        current=lambda: list_replicated_set(flow, timeout=UNANSWERED_AFTER_S),
         from_cursor=set_from_json,
         between=ReplicatedSetChange.between,
         notify=lambda replicated: notify_topic_listener(flow, replicated),
