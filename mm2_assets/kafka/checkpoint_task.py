@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -129,6 +130,9 @@ class CheckpointRun:
     """Source topics deleted and recreated but not copied since: not translated this pass."""
     seconds: float = 0.0
     """How long the pass took (reading the stores, translating, writing)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds of each step of the pass (`target`, `groups`, `syncs`, `previous`,
+    `recreated`, `translate`, `write`): where a slow pass spends its time."""
 
     @property
     def emitted(self) -> int:
@@ -195,22 +199,28 @@ def emit_checkpoints(
     topic = checkpoints_topic(flow)
     started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
-    target_admin = flow_admin(flow, "target")
-    run.created_topic = ensure_checkpoints_topic(flow, target_admin)
-
+    step = _Steps(run.phases)
+    with step("target"):
+        run.created_topic = ensure_checkpoints_topic(flow, flow_admin(flow, "target"))
     if group_offsets is None:
-        group_offsets = find_checkpoint_groups(flow)
+        with step("groups"):
+            group_offsets = find_checkpoint_groups(flow)
     # The store must be read to its end before translating (MM2's readToEnd guard).
     if store is None:
-        store = load_offset_sync_store(flow, timeout=read_timeout)
+        with step("syncs"):
+            store = load_offset_sync_store(flow, timeout=read_timeout)
     run.synced_partitions = len(store.partitions())
-    previous = _previous_checkpoints(flow, topic, group_offsets, checkpoints, read_timeout)
-    group_offsets, held = _hold_recreated(flow, group_offsets, run)
-    run.groups = _translate(flow, group_offsets, store, previous, read_timeout)
+    with step("previous"):
+        previous = _previous_checkpoints(flow, topic, group_offsets, checkpoints, read_timeout)
+    with step("recreated"):
+        group_offsets, held = _hold_recreated(flow, group_offsets, run)
+    with step("translate"):
+        run.groups = _translate(flow, group_offsets, store, previous, read_timeout)
     for group, partitions in held.items():
         if group in run.groups:
             run.groups[group].untranslated.extend(partitions)
-    _write_checkpoints(flow, topic, run.groups, now_ms=now_ms, timeout=timeout)
+    with step("write"):
+        _write_checkpoints(flow, topic, run.groups, now_ms=now_ms, timeout=timeout)
     for group, planned in run.groups.items():
         latest = dict(previous.get(group, {}))
         latest.update(planned.emitted)
@@ -218,6 +228,21 @@ def emit_checkpoints(
             run.latest[group] = latest
     run.seconds = time.monotonic() - started
     return run
+
+
+class _Steps:
+    """Times the steps of a pass into `phases` (step name -> seconds)."""
+
+    def __init__(self, phases: dict[str, float]) -> None:
+        self.phases = phases
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(time.monotonic() - started, 4)
 
 
 def _previous_checkpoints(

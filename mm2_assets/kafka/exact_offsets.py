@@ -7,9 +7,10 @@ of up to `offset.lag.max` records earlier. It needs no storage beyond MM2's offs
 
 Bounds: per pass, per source partition and per retained offset sync that some group's offset
 falls after, at most `mm2assets.exact.translation.max.records` records are read from each
-cluster, once (answers are cached for the pass; `prepare` reads each such span once up to the
-furthest group), and only (upstream, downstream) offset pairs are kept, not records. Between
-two syncs there are at most `offset.lag.max` records plus the copy's gap edges, so the
+cluster, once, and only (upstream, downstream) offset pairs are kept, not records. `prepare`
+reads each partition once, from its earliest such sync to its furthest group, when the pairing
+runs through the later syncs (each span once otherwise); answers are cached for the pass.
+Between two syncs there are at most `offset.lag.max` records plus the copy's gap edges, so the
 default bound covers every span of MM2's sync density. Beyond the bound, or wherever the
 pairing does not verify, the answer is MM2's rule from the last verified pair: never a skip.
 """
@@ -34,7 +35,12 @@ from mm2_assets.kafka.topic_reader import (
     read_partition_from,
 )
 from mm2_assets.mm2.config import FlowConfig, Side
-from mm2_assets.mm2.exact_translation import record_digest, translate_with_pairs, verified_pairs
+from mm2_assets.mm2.exact_translation import (
+    pairs_within,
+    record_digest,
+    translate_with_pairs,
+    verified_pairs,
+)
 from mm2_assets.mm2.offset_translation import OffsetSyncStore, rename_topic_partition
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
 
@@ -124,7 +130,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             side: set(self._consumer(side).list_topics(timeout=self.timeout).topics)
             for side in ("source", "target")
         }
-        spans = []
+        spans: dict[TopicPartition, list[tuple[tuple[int, int], int]]] = {}
         for (tp, upstream), until in self._wanted.items():
             sync = self.store.lookup(tp, upstream)
             if sync is None:
@@ -132,9 +138,32 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             if tp.topic not in listed["source"] or self._remote(tp).topic not in listed["target"]:
                 self._pairs[(tp, upstream)] = (until, [])
                 continue
-            spans.append((tp, (sync.upstream_offset, sync.downstream_offset), until))
+            spans.setdefault(tp, []).append(((sync.upstream_offset, sync.downstream_offset), until))
         with ThreadPoolExecutor(READERS, thread_name_prefix="exact-offsets") as pool:
-            list(pool.map(lambda span: self._verified(*span), spans))
+            list(pool.map(lambda item: self._read_partition(*item), spans.items()))
+
+    def _read_partition(self, tp: TopicPartition, spans: list[tuple[tuple[int, int], int]]) -> None:
+        """Verify every span of one partition (anchor, until), reading it once where it can:
+        one walk from the earliest anchor to the furthest group answers every later span it
+        passes through (`pairs_within`); only the others are read again."""
+        pending = sorted(spans)
+        while pending:
+            (anchor, _), rest = pending[0], pending[1:]
+            until = max(until for _, until in pending)
+            walk = self._verified(tp, anchor, until)
+            pending = []
+            for later, later_until in rest:
+                pairs = pairs_within(
+                    later,
+                    walk,
+                    walk_max_records=self.max_records,
+                    until=later_until,
+                    max_records=self.max_records,
+                )
+                if pairs is None:
+                    pending.append((later, later_until))
+                else:
+                    self._pairs[(tp, later[0])] = (later_until, pairs)
 
     def translate_downstream(
         self, group: str | None, topic_partition: tuple[str, int], upstream_offset: int

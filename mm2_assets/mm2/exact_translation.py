@@ -91,6 +91,37 @@ def verified_pairs(
     return pairs
 
 
+def pairs_within(
+    sync: tuple[int, int],
+    walk: Sequence[tuple[int, int]],
+    *,
+    walk_max_records: int,
+    until: int,
+    max_records: int,
+) -> list[tuple[int, int]] | None:
+    """What `verified_pairs` from `sync` (to `until`, at most `max_records`) would answer,
+    taken from the pairs `walk` of an earlier sync's walk (at most `walk_max_records`) that
+    went at least as far: both walk the same records in step from `sync` on. None when
+    `walk` cannot tell: it did not pair `sync` itself, or it ended at its own bound before
+    `until`, where a walk from `sync` might go on.
+
+    Lets a checkpoint pass read each partition once for all the syncs its groups fall after.
+    """
+    start = bisect.bisect_left(walk, sync[0], key=itemgetter(0))
+    if start == len(walk) or walk[start] != sync:
+        return None
+    pairs: list[tuple[int, int]] = []
+    for pair in walk[start:]:
+        if len(pairs) >= max_records:
+            return pairs
+        pairs.append(pair)
+        if pair[0] >= until:
+            return pairs
+    # `walk` ended before `until`: where it stopped at a record that did not pair, or where
+    # the records ran out, so does a walk from `sync`; at its own bound, it may not.
+    return None if len(walk) >= walk_max_records else pairs
+
+
 def translate_with_pairs(
     sync: tuple[int, int], pairs: Sequence[tuple[int, int]], upstream_offset: int
 ) -> int:

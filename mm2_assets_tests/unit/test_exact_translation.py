@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from mm2_assets.mm2.exact_translation import record_digest, translate_with_pairs, verified_pairs
+from mm2_assets.mm2.exact_translation import (
+    pairs_within,
+    record_digest,
+    translate_with_pairs,
+    verified_pairs,
+)
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.wire import OffsetSync
 
@@ -144,6 +149,39 @@ def test_records_lost_on_the_source_after_the_copy_never_skip() -> None:
             assert rule is not None and rule <= got <= expected, (copy, group_offset)
             fallbacks += got < expected
     assert fallbacks > 0
+
+
+def walk(copy: Copy, sync: tuple[int, int], until: int, max_records: int) -> list[tuple[int, int]]:
+    return verified_pairs(
+        sync,
+        from_offset(copy.upstream, sync[0]),
+        from_offset(copy.downstream, sync[1]),
+        until=until,
+        max_records=max_records,
+    )
+
+
+@pytest.mark.parametrize("distinct", [True, False])
+def test_one_walk_per_partition_answers_as_a_walk_per_sync(distinct: bool) -> None:
+    """A pass reads a partition once from its earliest sync: every later sync that walk
+    answers for gets exactly the pairs of its own walk (the rest are read again)."""
+    rng = random.Random(918 + distinct)
+    reused = 0
+    for _ in range(300):
+        copy = simulate(rng, distinct=distinct)
+        for first in range(len(copy.syncs)):
+            for later in copy.syncs[first + 1 :]:
+                until = rng.randint(later[0], copy.end + 2)
+                furthest = rng.randint(until, copy.end + 3)
+                for bound in (3, 10_000):
+                    walked = walk(copy, copy.syncs[first], furthest, bound)
+                    got = pairs_within(
+                        later, walked, walk_max_records=bound, until=until, max_records=bound
+                    )
+                    if got is not None:
+                        assert got == walk(copy, later, until, bound), (copy, later, until)
+                        reused += 1
+    assert reused > 500
 
 
 def test_translate_with_pairs_edges() -> None:

@@ -82,6 +82,8 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         "recreated_topics_held_back": dg.MetadataValue.json(run.recreated_topics),
         "synced_partitions": run.synced_partitions,
         "pass_seconds": round(run.seconds, 3),
+        # Where a slow pass spends its time (reading the stores, translating, writing).
+        "pass_phases": dg.MetadataValue.json(run.phases),
         "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
         "checkpoint_offsets": table_metadata(_CHECKPOINT_OFFSET_COLUMNS, offsets),
         "group_details": dg.MetadataValue.json(details),
