@@ -10,6 +10,7 @@ clusters (the `mm2-assets kafka up` command) are tracked in a state file for `do
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import json
 import os
@@ -329,26 +330,28 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def terminate(pid: int, grace: float = 30.0) -> None:
-    """SIGTERM (a JVM's clean shutdown), then SIGKILL after `grace` seconds; returns once the
-    process is gone."""
-    if not pid_alive(pid):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+def terminate(*pids: int, grace: float = 30.0) -> None:
+    """SIGTERM (a JVM's clean shutdown) to every one of `pids` at once, then SIGKILL to those
+    left after `grace` seconds; returns once they are all gone. At once, because each JVM's
+    shutdown takes seconds: one after another, stopping clusters would add them up."""
+    signalled = []
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+                signalled.append(pid)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not pid_alive(pid):
+        signalled = [pid for pid in signalled if pid_alive(pid)]
+        if not signalled:
             return
         time.sleep(0.2)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    while pid_alive(pid):
-        time.sleep(0.1)
+    for pid in signalled:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in signalled:
+        while pid_alive(pid):
+            time.sleep(0.1)
 
 
 def stop_cluster(cluster: LocalCluster) -> None:
@@ -490,7 +493,6 @@ def cluster_is_running(cluster: LocalCluster) -> bool:
 def stop_recorded(base_dir: Path) -> list[LocalCluster]:
     """Stop every cluster in the state file and remove the file; returns what was stopped."""
     clusters = read_state(base_dir)
-    for cluster in clusters:
-        stop_cluster(cluster)
+    terminate(*(cluster.pid for cluster in clusters))
     (base_dir / STATE_FILE).unlink(missing_ok=True)
     return clusters

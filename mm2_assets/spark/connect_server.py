@@ -327,7 +327,7 @@ def terminate_tree(top: int, grace: float = 30.0) -> None:
     """Stop a Spark JVM (SIGTERM, SIGKILL after `grace` s) and wait until no process it
     started (executors, Python daemons and workers) is left."""
     below = descendants(top)
-    terminate(top, grace)
+    terminate(top, grace=grace)
     # A Python daemon leaves when its stdin, a pipe from the JVM, closes, and takes its
     # workers along; give it a moment, then end whatever the JVM left by its pid.
     deadline = time.monotonic() + 10
