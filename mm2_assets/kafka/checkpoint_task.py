@@ -31,9 +31,9 @@ from mm2_assets.kafka.checkpoint_store import (
     ensure_checkpoints_topic,
     read_checkpoints,
 )
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.clients import client_config, idempotent_producer
 from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
-from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
+from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator, SpanReaders
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
 from mm2_assets.kafka.replication_state import recreated_since_copy
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
@@ -56,7 +56,7 @@ _CommittedOffsets = Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]]
 
 
 def _produce_all(
-    producer_config: Mapping[str, str],
+    producer: Producer,
     topic: str,
     records: Iterable[tuple[bytes, bytes]],
     *,
@@ -66,9 +66,6 @@ def _produce_all(
     timeout: float,
 ) -> int:
     """Produce (key, value) records to one partition and wait for every ack; returns count."""
-    producer = Producer(
-        {**producer_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    )
     errors: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -186,13 +183,17 @@ def emit_checkpoints(
     group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None = None,
     store: OffsetSyncStore | None = None,
     checkpoints: CheckpointTail | None = None,
+    producer: Producer | None = None,
+    readers: SpanReaders | None = None,
     now_ms: int | None = None,
 ) -> CheckpointRun:
     """One MirrorCheckpointTask pass for `flow`; see the module docstring.
 
     `group_offsets` (source committed offsets per group) and `store` default to reading
     them from the clusters; tests and callers that already hold them may pass them in. A
-    long-lived caller passes its `checkpoints` tail (default: the topic is read whole).
+    long-lived caller passes its `checkpoints` tail (default: the topic is read whole) and
+    its `producer` (`idempotent_producer`; default: one for this pass) and exact
+    translation's `readers` (default: threads and consumers for this pass).
     """
     timeout = admin_timeout_s(flow)
     read_timeout = max(timeout, READ_TIMEOUT_S)
@@ -215,12 +216,14 @@ def emit_checkpoints(
     with step("recreated"):
         group_offsets, held = _hold_recreated(flow, group_offsets, run)
     with step("translate"):
-        run.groups = _translate(flow, group_offsets, store, previous, read_timeout)
+        run.groups = _translate(flow, group_offsets, store, previous, read_timeout, readers)
     for group, partitions in held.items():
         if group in run.groups:
             run.groups[group].untranslated.extend(partitions)
     with step("write"):
-        _write_checkpoints(flow, topic, run.groups, now_ms=now_ms, timeout=timeout)
+        _write_checkpoints(
+            flow, topic, run.groups, producer=producer, now_ms=now_ms, timeout=timeout
+        )
     for group, planned in run.groups.items():
         latest = dict(previous.get(group, {}))
         latest.update(planned.emitted)
@@ -292,6 +295,7 @@ def _translate(
     store: OffsetSyncStore,
     previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
     timeout: float,
+    readers: SpanReaders | None,
 ) -> dict[str, GroupCheckpoints]:
     """`plan_checkpoints` with exact translation over the pass's committed offsets."""
     # Exact translation reads the copied records after each sync on both clusters (bounded
@@ -301,6 +305,7 @@ def _translate(
         store,
         max_records=flow.mm2assets_exact_translation_max_records,
         timeout=timeout,
+        readers=readers,
     ) as translator:
         translator.prepare(
             item for committed in group_offsets.values() for item in committed.items()
@@ -313,6 +318,7 @@ def _write_checkpoints(
     topic: str,
     groups: Mapping[str, GroupCheckpoints],
     *,
+    producer: Producer | None,
     now_ms: int | None,
     timeout: float,
 ) -> None:
@@ -324,7 +330,7 @@ def _write_checkpoints(
     ]
     if records:
         _produce_all(
-            client_config(flow, "target", "producer"),
+            producer or idempotent_producer(flow),
             topic,
             records,
             partition=CHECKPOINTS_PARTITION,

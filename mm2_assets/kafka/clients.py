@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from confluent_kafka import Producer
+
 from mm2_assets.kafka.client_properties import (
     PROPERTY_TABLE,
     RDKAFKA_PASSTHROUGH_PREFIX,
@@ -83,6 +85,15 @@ def client_config(flow: FlowConfig, side: Side, role: Role) -> dict[str, str]:
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
+def idempotent_producer(flow: FlowConfig, side: Side = "target") -> Producer:
+    """An idempotent producer (acks=all) with the flow's producer settings for `side`: what
+    the control plane writes heartbeats and checkpoints with. A long-lived caller keeps one;
+    creating it costs a round trip for the producer id on its first write."""
+    return Producer(
+        {**client_config(flow, side, "producer"), "enable.idempotence": True, "acks": "all"}
+    )
+
+
 def cluster_client_translation(cluster: ClusterConfig, role: Role) -> ClientTranslation:
     """librdkafka translation of `cluster.java_client_config(role)` (no flow overrides)."""
     return translate(cluster.java_client_config(role), role)

@@ -31,7 +31,7 @@ from mm2_assets.kafka.admin import (
     flow_admin,
     list_topics,
 )
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
 from mm2_assets.mm2.selection import all_sources, count_hops
@@ -62,13 +62,6 @@ def heartbeats_topic(flow: FlowConfig) -> str:
     return flow.replication_policy().heartbeats_topic()
 
 
-def heartbeat_producer(flow: FlowConfig) -> Producer:
-    """An idempotent producer for the flow's heartbeats, on the target."""
-    return Producer(
-        {**client_config(flow, "target", "producer"), "enable.idempotence": True, "acks": "all"}
-    )
-
-
 def emit_heartbeat(
     flow: FlowConfig,
     *,
@@ -97,7 +90,7 @@ def emit_heartbeat(
     timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
     heartbeat = Heartbeat(flow.source.alias, flow.target.alias, timestamp)
     if producer is None:
-        producer = heartbeat_producer(flow)
+        producer = idempotent_producer(flow)
     delivered: list[tuple[object, int]] = []
     producer.produce(
         topic,

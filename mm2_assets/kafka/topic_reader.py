@@ -66,7 +66,8 @@ def read_to_end(
 ) -> Iterator[Message]:
     """Yield every committed record of `topic` (all partitions, or `partitions`) in offset order
     per partition, up to the end offsets seen when the read starts. A missing topic or
-    partition yields nothing."""
+    partition yields nothing; a read that gets no record for `timeout` seconds raises
+    TopicReadError (a long read that keeps going does not)."""
     config = committed_reader_config(
         consumer_config,
         consumer_config.get("group.id", "mm2-assets-reader"),
@@ -98,12 +99,15 @@ def read_to_end(
         while ends:
             if time.monotonic() > deadline:
                 raise TopicReadError(
-                    f"timed out reading topic '{topic}' partitions {sorted(ends)} to their end"
+                    f"timed out reading topic '{topic}' partitions {sorted(ends)} to their end: "
+                    f"nothing read for {timeout:g} s"
                 )
             # consume() returns early only once it has `num_messages`: ask for at most what
             # is left (markers make that an over-estimate) and keep the wait short.
             left = sum(end - positions.get(p, 0) for p, end in ends.items())
             batch = consumer.consume(max(1, min(10_000, left)), timeout=0.05)
+            if batch:  # a bound on a stalled read, not on a long one (see read_partition_from)
+                deadline = time.monotonic() + timeout
             for msg in batch:
                 error = msg.error()
                 if error is not None:
@@ -201,16 +205,20 @@ def read_partition_from(
     start: int,
     *,
     timeout: float = READ_TIMEOUT_S,
+    bounds: tuple[int, int] | None = None,
 ) -> Iterator[Message]:
     """Yield the committed records of one partition from offset `start` (or the log start, if
-    later) up to its end when the read starts, in order; the caller may stop early.
+    later) up to its end when the read starts, in order; the caller may stop early. A caller
+    that asked for many partitions' (log start, end) at once passes them as `bounds`, saving
+    a round trip per read.
 
     `consumer` (from `committed_consumer`) is reassigned to this partition, so one consumer
-    serves many reads one after another. Raises TopicReadError naming the partition on errors.
+    serves many reads one after another. Raises TopicReadError naming the partition on errors,
+    and when no record comes for `timeout` seconds.
     """
     where = f"'{topic}' partition {partition}"
     try:
-        low, high = watermarks(consumer, topic, partition, timeout=timeout)
+        low, high = bounds or watermarks(consumer, topic, partition, timeout=timeout)
     except KafkaException as exc:
         raise TopicReadError(f"reading {where}: {exc}") from exc
     first = max(start, low)
@@ -218,10 +226,20 @@ def read_partition_from(
         return
     consumer.assign([TopicPartition(topic, partition, first)])
     deadline = time.monotonic() + timeout
+    next_offset = first
     while True:
         if time.monotonic() > deadline:
-            raise TopicReadError(f"timed out reading {where} from offset {start}")
-        batch = consumer.consume(500, timeout=0.05)
+            raise TopicReadError(
+                f"timed out reading {where} from offset {start}: nothing read for {timeout:g} s"
+            )
+        # consume() returns early only once it has `num_messages`: ask for at most what is
+        # left (markers make that an over-estimate) and keep the wait short, or every short
+        # read (a checkpoint pass makes hundreds) waits out the whole timeout once.
+        batch = consumer.consume(max(1, min(500, high - next_offset)), timeout=0.01)
+        if batch:
+            # A bound on a stalled read, not on a long one: 5,000,000 offset syncs take
+            # longer than a minute to read on a busy machine, and each read keeps going.
+            deadline = time.monotonic() + timeout
         for msg in batch:
             if msg.topic() != topic or msg.partition() != partition:
                 continue  # left over from an earlier assignment
@@ -232,8 +250,9 @@ def read_partition_from(
                 raise TopicReadError(f"reading {where}: {KafkaException(error)}")
             if msg.offset() < first:
                 continue
+            next_offset = msg.offset() + 1
             yield msg
-            if msg.offset() + 1 >= high:
+            if next_offset >= high:
                 return
         if not batch:
             # Markers and aborted records at the tail are never delivered (see read_to_end).

@@ -39,9 +39,11 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_store import CheckpointTail
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
+from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
+from mm2_assets.kafka.exact_offsets import SpanReaders
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
-from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, heartbeat_producer
+from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat
 from mm2_assets.kafka.offset_syncs import OffsetSyncTail
 from mm2_assets.kafka.progress_store import ProgressTracker
 from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
@@ -214,6 +216,9 @@ class Follower:
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
         self._heartbeat_producer: Producer | None = None
+        # One per thread of interval work that writes (a flush serves its own deliveries).
+        self._checkpoint_producer: Producer | None = None
+        self._span_readers: SpanReaders | None = None
         self._heartbeat_topics: dict[str, TopicInfo] | None = None
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
@@ -319,7 +324,12 @@ class Follower:
                 # Not under a checkpoint pass that is still reading (closing a consumer in
                 # use can crash librdkafka): the process ends it.
                 if ended:
-                    for tail in (self._syncs, self._checkpoint_tail, self._sync_tail):
+                    for tail in (
+                        self._syncs,
+                        self._checkpoint_tail,
+                        self._sync_tail,
+                        self._span_readers,
+                    ):
                         if tail is not None:
                             tail.close()
                 if self._heartbeat_producer is not None:
@@ -523,7 +533,7 @@ class Follower:
         flow = self.flow
         admin = self._admin("target")
         if self._heartbeat_producer is None:
-            self._heartbeat_producer = heartbeat_producer(flow)
+            self._heartbeat_producer = idempotent_producer(flow)
         emission = emit_heartbeat(
             flow, admin=admin, existing=self._heartbeat_topics, producer=self._heartbeat_producer
         )
@@ -547,8 +557,16 @@ class Follower:
         read = time.monotonic()
         group_offsets = find_checkpoint_groups(self.flow, self._decided_groups())
         found = time.monotonic()
+        if self._checkpoint_producer is None:
+            self._checkpoint_producer = idempotent_producer(self.flow)
+            self._span_readers = SpanReaders(self.flow)
         run = emit_checkpoints(
-            self.flow, group_offsets=group_offsets, store=store, checkpoints=self._checkpoint_tail
+            self.flow,
+            group_offsets=group_offsets,
+            store=store,
+            checkpoints=self._checkpoint_tail,
+            producer=self._checkpoint_producer,
+            readers=self._span_readers,
         )
         # The pass's time includes reading the stores it was handed.
         run.phases = {"syncs": round(read - started, 4), "groups": round(found - read, 4),
