@@ -22,7 +22,7 @@ from confluent_kafka import (
     Producer,
 )
 
-from mm2_assets.kafka.admin import flow_admin
+from mm2_assets.kafka.checkpoint_clients import CheckpointClients
 from mm2_assets.kafka.checkpoint_store import (
     CHECKPOINTS_PARTITION,
     CheckpointTail,
@@ -31,9 +31,9 @@ from mm2_assets.kafka.checkpoint_store import (
     ensure_checkpoints_topic,
     read_checkpoints,
 )
-from mm2_assets.kafka.clients import client_config, idempotent_producer
+from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
-from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator, SpanReaders
+from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
 from mm2_assets.kafka.replication_state import recreated_since_copy
 from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
@@ -183,8 +183,7 @@ def emit_checkpoints(
     group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None = None,
     store: OffsetSyncStore | None = None,
     checkpoints: CheckpointTail | None = None,
-    producer: Producer | None = None,
-    readers: SpanReaders | None = None,
+    clients: CheckpointClients | None = None,
     now_ms: int | None = None,
 ) -> CheckpointRun:
     """One MirrorCheckpointTask pass for `flow`; see the module docstring.
@@ -192,9 +191,25 @@ def emit_checkpoints(
     `group_offsets` (source committed offsets per group) and `store` default to reading
     them from the clusters; tests and callers that already hold them may pass them in. A
     long-lived caller passes its `checkpoints` tail (default: the topic is read whole) and
-    its `producer` (`idempotent_producer`; default: one for this pass) and exact
-    translation's `readers` (default: threads and consumers for this pass).
+    its `clients` (default: clients for this pass, closed at its end).
     """
+    own = clients is None
+    clients = clients or CheckpointClients(flow)
+    try:
+        return _pass(flow, group_offsets, store, checkpoints, clients, now_ms)
+    finally:
+        if own:
+            clients.close()
+
+
+def _pass(
+    flow: FlowConfig,
+    group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None,
+    store: OffsetSyncStore | None,
+    checkpoints: CheckpointTail | None,
+    clients: CheckpointClients,
+    now_ms: int | None,
+) -> CheckpointRun:
     timeout = admin_timeout_s(flow)
     read_timeout = max(timeout, READ_TIMEOUT_S)
     topic = checkpoints_topic(flow)
@@ -202,10 +217,10 @@ def emit_checkpoints(
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
     step = _Steps(run.phases)
     with step("target"):
-        run.created_topic = ensure_checkpoints_topic(flow, flow_admin(flow, "target"))
+        run.created_topic = ensure_checkpoints_topic(flow, clients.admin("target"))
     if group_offsets is None:
         with step("groups"):
-            group_offsets = find_checkpoint_groups(flow)
+            group_offsets = find_checkpoint_groups(flow, admin=clients.admin("source"))
     # The store must be read to its end before translating (MM2's readToEnd guard).
     if store is None:
         with step("syncs"):
@@ -214,15 +229,15 @@ def emit_checkpoints(
     with step("previous"):
         previous = _previous_checkpoints(flow, topic, group_offsets, checkpoints, read_timeout)
     with step("recreated"):
-        group_offsets, held = _hold_recreated(flow, group_offsets, run)
+        group_offsets, held = _hold_recreated(flow, group_offsets, run, clients)
     with step("translate"):
-        run.groups = _translate(flow, group_offsets, store, previous, read_timeout, readers)
+        run.groups = _translate(flow, group_offsets, store, previous, read_timeout, clients)
     for group, partitions in held.items():
         if group in run.groups:
             run.groups[group].untranslated.extend(partitions)
     with step("write"):
         _write_checkpoints(
-            flow, topic, run.groups, producer=producer, now_ms=now_ms, timeout=timeout
+            flow, topic, run.groups, producer=clients.producer(), now_ms=now_ms, timeout=timeout
         )
     for group, planned in run.groups.items():
         latest = dict(previous.get(group, {}))
@@ -272,12 +287,15 @@ def _hold_recreated(
     flow: FlowConfig,
     group_offsets: _CommittedOffsets,
     run: CheckpointRun,
+    clients: CheckpointClients,
 ) -> tuple[_CommittedOffsets, dict[str, list[TopicPartition]]]:
     """`group_offsets` without the topics recreated since they were copied, and the partitions
     held back per group; notes the topics in `run.recreated_topics`."""
     # A recreated topic not copied since: its offset syncs describe the old topic and would
     # translate the new topic's offsets to the old topic's records. Held back until copied.
-    recreated = recreated_since_copy(flow, {tp[0] for o in group_offsets.values() for tp in o})
+    recreated = recreated_since_copy(
+        flow, {tp[0] for o in group_offsets.values() for tp in o}, clients.admin("source")
+    )
     if not recreated:
         return group_offsets, {}
     run.recreated_topics = sorted(recreated)
@@ -295,7 +313,7 @@ def _translate(
     store: OffsetSyncStore,
     previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
     timeout: float,
-    readers: SpanReaders | None,
+    clients: CheckpointClients,
 ) -> dict[str, GroupCheckpoints]:
     """`plan_checkpoints` with exact translation over the pass's committed offsets."""
     # Exact translation reads the copied records after each sync on both clusters (bounded
@@ -305,7 +323,7 @@ def _translate(
         store,
         max_records=flow.mm2assets_exact_translation_max_records,
         timeout=timeout,
-        readers=readers,
+        clients=clients,
     ) as translator:
         translator.prepare(
             item for committed in group_offsets.values() for item in committed.items()
@@ -318,7 +336,7 @@ def _write_checkpoints(
     topic: str,
     groups: Mapping[str, GroupCheckpoints],
     *,
-    producer: Producer | None,
+    producer: Producer,
     now_ms: int | None,
     timeout: float,
 ) -> None:
@@ -330,7 +348,7 @@ def _write_checkpoints(
     ]
     if records:
         _produce_all(
-            producer or idempotent_producer(flow),
+            producer,
             topic,
             records,
             partition=CHECKPOINTS_PARTITION,

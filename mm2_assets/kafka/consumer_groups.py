@@ -143,17 +143,18 @@ def list_group_offsets(
 
 
 def find_checkpoint_groups(
-    flow: FlowConfig, among: Iterable[str] | None = None
+    flow: FlowConfig, among: Iterable[str] | None = None, *, admin: AdminClient | None = None
 ) -> dict[str, GroupOffsets]:
     """The flow's checkpointed groups with their committed offsets on the source.
 
     Java: `MirrorCheckpointConnector.findConsumerGroups` (group filter, then at least one
     committed topic accepted by the topic filter; `should_checkpoint_group`). With `among`
     (the groups the group listener decided, as MM2's task checkpoints the groups its
-    connector assigned), only those are considered and no group is listed.
+    connector assigned), only those are considered and no group is listed. A long-lived
+    caller passes its `admin` of the source.
     """
     timeout = admin_timeout_s(flow)
-    admin = flow_admin(flow, "source")
+    admin = admin or flow_admin(flow, "source")
     group_filter = flow.group_filter()
     topic_filter = flow.topic_filter()
     try:

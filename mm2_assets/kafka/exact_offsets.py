@@ -19,22 +19,17 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message
-from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import KafkaAdminError, end_offsets, flow_admin, start_offsets
-from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.admin import KafkaAdminError, end_offsets, start_offsets
+from mm2_assets.kafka.checkpoint_clients import CheckpointClients
 from mm2_assets.kafka.topic_reader import (
     READ_TIMEOUT_S,
     TopicReadError,
-    committed_consumer,
     read_partition_from,
 )
 from mm2_assets.mm2.config import FlowConfig, Side
@@ -48,12 +43,6 @@ from mm2_assets.mm2.offset_translation import OffsetSyncStore, rename_topic_part
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-_READER_GROUP = "mm2-assets-offset-translation"
-READERS = 8
-"""Spans read side by side in `prepare`: each is a few round trips, and a pass of many groups
-and partitions would otherwise wait for them one after another."""
 
 
 def _digests(messages: Iterable[Message]) -> Iterator[tuple[int, bytes]]:
@@ -64,57 +53,10 @@ def _digests(messages: Iterable[Message]) -> Iterator[tuple[int, bytes]]:
         )
 
 
-class SpanReaders:
-    """The threads that read spans side by side (`READERS`) and their consumers, one per
-    cluster and thread. A long-lived caller (a follower) keeps one for every pass, so the
-    consumers stay connected: a new one pays its connection on its first request, tens of
-    milliseconds that a pass of a hundred partitions would pay on every read."""
-
-    def __init__(self, flow: FlowConfig) -> None:
-        self.flow = flow
-        self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="exact-offsets")
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._consumers: list[Consumer] = []
-        self._admins: dict[Side, AdminClient] = {}
-
-    def admin(self, side: Side) -> AdminClient:
-        """The admin client of the flow's `side` cluster (one per cluster, kept)."""
-        with self._lock:
-            if side not in self._admins:
-                self._admins[side] = flow_admin(self.flow, side)
-            return self._admins[side]
-
-    def map(self, fn: Callable[[T], object], items: Iterable[T]) -> None:
-        """Run `fn` over `items` on the reader threads; returns when all are done."""
-        list(self._pool.map(fn, items))
-
-    def consumer(self, side: Side) -> Consumer:
-        """The calling thread's consumer of the flow's `side` cluster."""
-        mine: dict[Side, Consumer] = self._local.__dict__.setdefault("consumers", {})
-        consumer = mine.get(side)
-        if consumer is None:
-            consumer = committed_consumer(
-                client_config(self.flow, side, "consumer"), group_id=_READER_GROUP
-            )
-            mine[side] = consumer
-            with self._lock:
-                self._consumers.append(consumer)
-        return consumer
-
-    def close(self) -> None:
-        """Stop the threads, then close every consumer."""
-        self._pool.shutdown(wait=True)
-        with self._lock:
-            consumers, self._consumers = self._consumers, []
-        for consumer in consumers:
-            consumer.close()
-
-
 class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
     """Exact translation for one checkpoint pass of `flow` over the syncs in `store`.
 
-    Use as a context manager (its `readers` are closed at the end unless the caller passed
+    Use as a context manager (its `clients` are closed at the end unless the caller passed
     its own). `max_records` 0 gives MM2's rule unchanged (`OffsetSyncStore.translate_downstream`).
     """
 
@@ -125,15 +67,15 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         *,
         max_records: int,
         timeout: float = READ_TIMEOUT_S,
-        readers: SpanReaders | None = None,
+        clients: CheckpointClients | None = None,
     ) -> None:
         self.flow = flow
         self.store = store
         self.max_records = max_records
         self.timeout = timeout
         self._policy = flow.replication_policy()
-        self._own_readers = readers is None
-        self._readers = readers or SpanReaders(flow)
+        self._own_clients = clients is None
+        self._clients = clients or CheckpointClients(flow)
         self._bounds: dict[tuple[Side, str, int], tuple[int, int]] = {}
         self._wanted: dict[tuple[TopicPartition, int], int] = {}
         self._pairs: dict[tuple[TopicPartition, int], tuple[int, list[tuple[int, int]]]] = {}
@@ -148,9 +90,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self.close()
 
     def close(self) -> None:
-        """Close the readers, unless they are the caller's."""
-        if self._own_readers:
-            self._readers.close()
+        """Close the clients, unless they are the caller's."""
+        if self._own_clients:
+            self._clients.close()
 
     def prepare(
         self, requests: Iterable[tuple[tuple[str, int], OffsetAndMetadata | int | None]]
@@ -191,7 +133,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
                 continue
             spans.setdefault(tp, []).append(((sync.upstream_offset, sync.downstream_offset), until))
         self._bounds = self._partition_bounds(list(spans))
-        self._readers.map(lambda item: self._read_partition(*item), spans.items())
+        self._clients.map(lambda item: self._read_partition(*item), spans.items())
 
     def _partition_bounds(
         self, partitions: list[TopicPartition]
@@ -206,7 +148,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         bounds: dict[tuple[Side, str, int], tuple[int, int]] = {}
         try:
             for side, parts in wanted.items():
-                admin, cluster = self._readers.admin(side), self.flow.cluster(side).alias
+                admin, cluster = self._clients.admin(side), self.flow.cluster(side).alias
                 starts = start_offsets(admin, parts, cluster=cluster)
                 ends = end_offsets(admin, parts, cluster=cluster, skip_deleted=True)
                 for part in parts:
@@ -273,7 +215,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         return pairs[-1][0] + 1 if pairs else None
 
     def _consumer(self, side: Side) -> Consumer:
-        return self._readers.consumer(side)
+        return self._clients.consumer(side)
 
     def _remote(self, tp: TopicPartition) -> TopicPartition:
         return rename_topic_partition(

@@ -256,7 +256,9 @@ def adoption_lines(flow: str, states: Iterable[PartitionState]) -> list[str]:
     ]
 
 
-def recreated_since_copy(flow: FlowConfig, topics: Iterable[str]) -> set[str]:
+def recreated_since_copy(
+    flow: FlowConfig, topics: Iterable[str], admin: AdminClient | None = None
+) -> set[str]:
     """Those of `topics` deleted and recreated on the source since the flow last copied them
     (their committed progress names another topic id): until the new topic is copied, the
     offset syncs still describe the old one."""
@@ -267,5 +269,6 @@ def recreated_since_copy(flow: FlowConfig, topics: Iterable[str]) -> set[str]:
     saved = {(k[0], p.topic_id) for k, p in progress.items() if k[0] in wanted and p.topic_id}
     if not saved:
         return set()
-    ids = topic_ids(flow_admin(flow, "source"), {t for t, _ in saved}, cluster=flow.source.alias)
+    admin = admin or flow_admin(flow, "source")
+    ids = topic_ids(admin, {t for t, _ in saved}, cluster=flow.source.alias)
     return {topic for topic, saved_id in saved if topic in ids and ids[topic] != saved_id}

@@ -37,11 +37,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
+from mm2_assets.kafka.checkpoint_clients import CheckpointClients
 from mm2_assets.kafka.checkpoint_store import CheckpointTail
 from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
-from mm2_assets.kafka.exact_offsets import SpanReaders
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat
 from mm2_assets.kafka.offset_syncs import OffsetSyncTail
@@ -216,9 +216,8 @@ class Follower:
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
         self._heartbeat_producer: Producer | None = None
-        # One per thread of interval work that writes (a flush serves its own deliveries).
-        self._checkpoint_producer: Producer | None = None
-        self._span_readers: SpanReaders | None = None
+        # Kept for every pass: a new client pays its connection first (checkpoint_clients).
+        self._checkpoint_clients: CheckpointClients | None = None
         self._heartbeat_topics: dict[str, TopicInfo] | None = None
         self._admins: dict[str, AdminClient] = {}
         self._admins_lock = threading.Lock()
@@ -328,7 +327,7 @@ class Follower:
                         self._syncs,
                         self._checkpoint_tail,
                         self._sync_tail,
-                        self._span_readers,
+                        self._checkpoint_clients,
                     ):
                         if tail is not None:
                             tail.close()
@@ -555,18 +554,19 @@ class Follower:
         started = time.monotonic()
         store = self._syncs.refresh(timeout=max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000))
         read = time.monotonic()
-        group_offsets = find_checkpoint_groups(self.flow, self._decided_groups())
+        if self._checkpoint_clients is None:
+            self._checkpoint_clients = CheckpointClients(self.flow)
+        clients = self._checkpoint_clients
+        group_offsets = find_checkpoint_groups(
+            self.flow, self._decided_groups(), admin=clients.admin("source")
+        )
         found = time.monotonic()
-        if self._checkpoint_producer is None:
-            self._checkpoint_producer = idempotent_producer(self.flow)
-            self._span_readers = SpanReaders(self.flow)
         run = emit_checkpoints(
             self.flow,
             group_offsets=group_offsets,
             store=store,
             checkpoints=self._checkpoint_tail,
-            producer=self._checkpoint_producer,
-            readers=self._span_readers,
+            clients=clients,
         )
         # The pass's time includes reading the stores it was handed.
         run.phases = {"syncs": round(read - started, 4), "groups": round(found - read, 4),

@@ -1,0 +1,83 @@
+"""The Kafka clients of checkpoint passes, kept for the life of a long-lived caller.
+
+A new client pays its connection (and, with SASL or TLS, its handshake) on its first request:
+tens of milliseconds locally, more across a network. A checkpoint pass asks both clusters a
+few hundred questions, so a follower keeps one `CheckpointClients` for every pass; a one-off
+pass makes its own and closes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from mm2_assets.kafka.admin import flow_admin
+from mm2_assets.kafka.clients import client_config, idempotent_producer
+from mm2_assets.kafka.topic_reader import committed_consumer
+from mm2_assets.mm2.config import FlowConfig, Side
+
+T = TypeVar("T")
+
+READERS = 8
+"""Spans read side by side by exact translation: each is a few round trips, and a pass of many
+groups and partitions would otherwise wait for them one after another."""
+_READER_GROUP = "mm2-assets-offset-translation"
+
+
+class CheckpointClients:
+    """One flow's checkpoint clients: an admin client per cluster, the producer that writes
+    checkpoints, and the threads that read spans side by side (`READERS`) with a consumer per
+    cluster and thread. Used by one pass at a time."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+        self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="exact-offsets")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._consumers: list[Consumer] = []
+        self._admins: dict[Side, AdminClient] = {}
+        self._producer: Producer | None = None
+
+    def admin(self, side: Side) -> AdminClient:
+        """The admin client of the flow's `side` cluster (one per cluster, kept)."""
+        with self._lock:
+            if side not in self._admins:
+                self._admins[side] = flow_admin(self.flow, side)
+            return self._admins[side]
+
+    def producer(self) -> Producer:
+        """The idempotent producer checkpoints are written with, on the target."""
+        if self._producer is None:
+            self._producer = idempotent_producer(self.flow)
+        return self._producer
+
+    def map(self, fn: Callable[[T], object], items: Iterable[T]) -> None:
+        """Run `fn` over `items` on the reader threads; returns when all are done."""
+        list(self._pool.map(fn, items))
+
+    def consumer(self, side: Side) -> Consumer:
+        """The calling thread's consumer of the flow's `side` cluster."""
+        mine: dict[Side, Consumer] = self._local.__dict__.setdefault("consumers", {})
+        consumer = mine.get(side)
+        if consumer is None:
+            consumer = committed_consumer(
+                client_config(self.flow, side, "consumer"), group_id=_READER_GROUP
+            )
+            mine[side] = consumer
+            with self._lock:
+                self._consumers.append(consumer)
+        return consumer
+
+    def close(self) -> None:
+        """Stop the threads, then close every consumer (the producer has nothing pending:
+        each pass waits for its checkpoints' acknowledgements)."""
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            consumers, self._consumers = self._consumers, []
+        for consumer in consumers:
+            consumer.close()
