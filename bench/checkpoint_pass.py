@@ -889,7 +889,8 @@ def markdown(report: dict) -> str:
         "- The first pass reads the whole offset-syncs topic (the pre-filled syncs included); "
         "later ones read what was written since. A read that gets nothing for its timeout "
         "(60 s) fails the pass (before 217aea8: one that took longer than it); the tail "
-        "keeps what it read and the next pass reads on, as in the follower. Groups are the follower's decided groups (no listing).",
+        "keeps what it read and the next pass reads on, as in the follower. Groups are the "
+        "follower's decided groups (no listing).",
         "- Left out on purpose: the copy running beside the pass (a follower copies while it "
         "checkpoints), the KIP-545 group offset sync on its own thread, heartbeats, "
         "Dagster's event log. The soak measured the pass with all of them on the same "
