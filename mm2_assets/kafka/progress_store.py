@@ -138,7 +138,10 @@ class ProgressTracker:
             )
             if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
                 break
-            for msg in self._consumer.consume(10_000, timeout=0.05):
+            # consume() returns early only once it has `num_messages`: ask for what is left
+            # (markers make that an over-estimate), or every refresh waits out the timeout.
+            left = sum(max(0, ends[tp.partition] - max(tp.offset, 0)) for tp in positions)
+            for msg in self._consumer.consume(max(1, min(10_000, left)), timeout=0.05):
                 if msg.error() is not None or msg.value() is None:
                     continue
                 progress = decode_progress(msg, self.topic, self.flow.target.alias)
