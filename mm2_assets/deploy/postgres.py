@@ -191,27 +191,22 @@ def _create_database(
         connection.close()
 
 
-def start_postgres(
-    state_dir: Path,
-    *,
-    port: int | None = DEFAULT_PORT,
-    attached: bool = True,
-    timeout: float = 60.0,
-) -> LocalPostgres:
-    """Start a server (initdb first if `state_dir` has no data yet) and wait until the
-    `dagster` database takes connections. `port=None` picks a free one. An attached server
-    shuts down when this process dies; a detached one (the CLI's) is tracked with
-    `write_state`."""
-    bin_dir = server_binaries()
+def _choose_port(port: int | None) -> int:
+    """`port` if it is free (PostgresError if not), a free one when None."""
     if port is None:
-        port = free_port_pairs(1)[0][0]
-    elif not port_is_free(port):
+        return free_port_pairs(1)[0][0]
+    if not port_is_free(port):
         raise PostgresError(
             f"port {port} is already in use; stop whatever listens there "
             "(`mm2-assets postgres down`?) or choose another with --port"
         )
-    state_dir = state_dir.resolve()  # `down` and `status` may run from another directory
-    data_dir, socket_dir = state_dir / "data", state_dir / "socket"
+    return port
+
+
+def _make_socket_dir(state_dir: Path, port: int) -> Path:
+    """Create the server's unix socket directory under `state_dir`, refusing a `state_dir`
+    so deep that the socket's path would not fit in a unix socket address."""
+    socket_dir = state_dir / "socket"
     socket_file = socket_dir / f".s.PGSQL.{port}"
     if len(str(socket_file)) > _SOCKET_PATH_MAX:
         raise PostgresError(
@@ -219,35 +214,52 @@ def start_postgres(
             "choose a shorter --dir"
         )
     socket_dir.mkdir(parents=True, exist_ok=True)
-    log_file = state_dir / LOG_FILE
-    log_file.touch()
-    ids = _unprivileged_ids()
-    if ids is not None:
-        _hand_over(state_dir, ids)
-    if not (data_dir / "PG_VERSION").exists():
-        init = subprocess.run(
-            [
-                str(bin_dir / "initdb"),
-                "--pgdata",
-                str(data_dir),
-                "--username",
-                USER,
-                "--auth",
-                "trust",
-                "--encoding",
-                "UTF8",
-                "--no-locale",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            preexec_fn=_preexec(ids, attached=False),
+    return socket_dir
+
+
+def _initdb(bin_dir: Path, data_dir: Path, ids: tuple[int, int] | None) -> None:
+    """Create the database cluster in `data_dir` unless it holds one already: superuser
+    `mm2assets`, trust authentication, UTF8 without a locale."""
+    if (data_dir / "PG_VERSION").exists():
+        return
+    init = subprocess.run(
+        [
+            str(bin_dir / "initdb"),
+            "--pgdata",
+            str(data_dir),
+            "--username",
+            USER,
+            "--auth",
+            "trust",
+            "--encoding",
+            "UTF8",
+            "--no-locale",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_preexec(ids, attached=False),
+    )
+    if init.returncode != 0:
+        raise PostgresError(
+            f"initdb of {data_dir} failed (exit {init.returncode}):\n"
+            f"{(init.stdout + init.stderr)[-3000:]}"
         )
-        if init.returncode != 0:
-            raise PostgresError(
-                f"initdb of {data_dir} failed (exit {init.returncode}):\n"
-                f"{(init.stdout + init.stderr)[-3000:]}"
-            )
+
+
+def _spawn_server(
+    bin_dir: Path,
+    state_dir: Path,
+    *,
+    data_dir: Path,
+    socket_dir: Path,
+    port: int,
+    log_file: Path,
+    ids: tuple[int, int] | None,
+    attached: bool,
+) -> subprocess.Popen[bytes]:
+    """Start `postgres` on `data_dir` without waiting for it, output appended to `log_file`;
+    in its own session, so a terminal's Ctrl-C does not reach it."""
     command = [
         str(bin_dir / "postgres"),
         "-D",
@@ -260,7 +272,7 @@ def start_postgres(
         "listen_addresses=127.0.0.1",
     ]
     with log_file.open("ab") as log:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             command,
             cwd=state_dir,
             stdout=log,
@@ -269,6 +281,40 @@ def start_postgres(
             start_new_session=True,
             preexec_fn=_preexec(ids, attached=attached),
         )
+
+
+def start_postgres(
+    state_dir: Path,
+    *,
+    port: int | None = DEFAULT_PORT,
+    attached: bool = True,
+    timeout: float = 60.0,
+) -> LocalPostgres:
+    """Start a server (initdb first if `state_dir` has no data yet) and wait until the
+    `dagster` database takes connections. `port=None` picks a free one. An attached server
+    shuts down when this process dies; a detached one (the CLI's) is tracked with
+    `write_state`."""
+    bin_dir = server_binaries()
+    port = _choose_port(port)
+    state_dir = state_dir.resolve()  # `down` and `status` may run from another directory
+    data_dir = state_dir / "data"
+    socket_dir = _make_socket_dir(state_dir, port)
+    log_file = state_dir / LOG_FILE
+    log_file.touch()
+    ids = _unprivileged_ids()
+    if ids is not None:
+        _hand_over(state_dir, ids)
+    _initdb(bin_dir, data_dir, ids)
+    process = _spawn_server(
+        bin_dir,
+        state_dir,
+        data_dir=data_dir,
+        socket_dir=socket_dir,
+        port=port,
+        log_file=log_file,
+        ids=ids,
+        attached=attached,
+    )
     server = LocalPostgres(
         port=port, pid=process.pid, state_dir=str(state_dir), log_file=str(log_file)
     )

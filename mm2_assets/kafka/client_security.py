@@ -285,6 +285,16 @@ _SASL_PASSTHROUGH = (
 )
 
 
+# The settings `_translate_oauthbearer` maps: not Java-only, so not reported as dropped.
+_OAUTHBEARER_KEYS = (
+    "sasl.login.callback.handler.class",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+)
+
+
 def translate_sasl(props: Mapping[str, str], out: dict[str, str], dropped: dict[str, str]) -> None:
     """Map sasl.mechanism + sasl.jaas.config onto librdkafka's sasl.* settings."""
     mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()  # Java's default
@@ -298,54 +308,65 @@ def translate_sasl(props: Mapping[str, str], out: dict[str, str], dropped: dict[
     handled = {"sasl.mechanism", "sasl.jaas.config", *_SASL_PASSTHROUGH}
 
     if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-        if jaas is None:
-            raise ClientPropertyError(
-                "sasl.jaas.config",
-                None,
-                f"{mechanism} needs sasl.jaas.config with username and password "
-                "(a JVM-wide java.security.auth.login.config is not supported)",
-            )
-        # Java accepts either module for these mechanisms: both hand the SASL client the
-        # username and password; so do we.
-        if jaas.login_module not in (_PLAIN_MODULE, _SCRAM_MODULE):
-            raise ClientPropertyError(
-                "sasl.jaas.config", None, f"{mechanism} needs PlainLoginModule or ScramLoginModule"
-            )
-        if jaas.options.get("tokenauth", "false").lower() == "true":
-            raise ClientPropertyError(
-                "sasl.jaas.config", None, "delegation tokens (tokenauth=true) are not supported"
-            )
-        for option in ("username", "password"):
-            if option not in jaas.options:
-                raise ClientPropertyError("sasl.jaas.config", None, f"missing option {option}=")
-        out["sasl.username"] = jaas.options["username"]
-        out["sasl.password"] = jaas.options["password"]
+        _translate_password_login(mechanism, jaas, out)
     elif mechanism == "OAUTHBEARER":
         _translate_oauthbearer(props, jaas, out, dropped)
-        handled |= {
-            "sasl.login.callback.handler.class",
-            "sasl.oauthbearer.token.endpoint.url",
-            "sasl.oauthbearer.scope",
-            "sasl.oauthbearer.client.credentials.client.id",
-            "sasl.oauthbearer.client.credentials.client.secret",
-        }
+        handled |= set(_OAUTHBEARER_KEYS)
     else:  # GSSAPI
-        if jaas is not None:
-            if jaas.login_module != _KRB5_MODULE:
-                raise ClientPropertyError(
-                    "sasl.jaas.config",
-                    None,
-                    "GSSAPI needs com.sun.security.auth.module.Krb5LoginModule",
-                )
-            # librdkafka logs in with kinit: the keytab and principal are all it needs.
-            if "keyTab" in jaas.options:
-                out["sasl.kerberos.keytab"] = jaas.options["keyTab"]
-            if "principal" in jaas.options:
-                out["sasl.kerberos.principal"] = jaas.options["principal"]
+        _translate_gssapi(jaas, out)
     for key in _SASL_PASSTHROUGH:
         if key in props:
             out[key] = props[key]
+    _drop_java_only_sasl(props, handled, dropped)
 
+
+def _translate_password_login(mechanism: str, jaas: JaasEntry | None, out: dict[str, str]) -> None:
+    """PLAIN and SCRAM: the username and password of the JAAS entry."""
+    if jaas is None:
+        raise ClientPropertyError(
+            "sasl.jaas.config",
+            None,
+            f"{mechanism} needs sasl.jaas.config with username and password "
+            "(a JVM-wide java.security.auth.login.config is not supported)",
+        )
+    # Java accepts either module for these mechanisms: both hand the SASL client the
+    # username and password; so do we.
+    if jaas.login_module not in (_PLAIN_MODULE, _SCRAM_MODULE):
+        raise ClientPropertyError(
+            "sasl.jaas.config", None, f"{mechanism} needs PlainLoginModule or ScramLoginModule"
+        )
+    if jaas.options.get("tokenauth", "false").lower() == "true":
+        raise ClientPropertyError(
+            "sasl.jaas.config", None, "delegation tokens (tokenauth=true) are not supported"
+        )
+    for option in ("username", "password"):
+        if option not in jaas.options:
+            raise ClientPropertyError("sasl.jaas.config", None, f"missing option {option}=")
+    out["sasl.username"] = jaas.options["username"]
+    out["sasl.password"] = jaas.options["password"]
+
+
+def _translate_gssapi(jaas: JaasEntry | None, out: dict[str, str]) -> None:
+    """GSSAPI: the keytab and principal of a Krb5LoginModule entry, if there is one."""
+    if jaas is None:
+        return
+    if jaas.login_module != _KRB5_MODULE:
+        raise ClientPropertyError(
+            "sasl.jaas.config",
+            None,
+            "GSSAPI needs com.sun.security.auth.module.Krb5LoginModule",
+        )
+    # librdkafka logs in with kinit: the keytab and principal are all it needs.
+    if "keyTab" in jaas.options:
+        out["sasl.kerberos.keytab"] = jaas.options["keyTab"]
+    if "principal" in jaas.options:
+        out["sasl.kerberos.principal"] = jaas.options["principal"]
+
+
+def _drop_java_only_sasl(
+    props: Mapping[str, str], handled: set[str], dropped: dict[str, str]
+) -> None:
+    """Report the remaining sasl.* settings as Java-only; refuse custom Java SASL classes."""
     for key, value in props.items():
         if not key.startswith("sasl.") or key in handled:
             continue
@@ -370,55 +391,11 @@ def _translate_oauthbearer(
             None,
             "OAUTHBEARER needs sasl.jaas.config with OAuthBearerLoginModule",
         )
-    options = jaas.options
     endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
     if endpoint:
-        handler = props.get("sasl.login.callback.handler.class")
-        if handler is not None and handler.strip() not in _OAUTH_LOGIN_HANDLERS:
-            raise ClientPropertyError(
-                "sasl.login.callback.handler.class",
-                handler,
-                "only Kafka's OAuthBearerLoginCallbackHandler maps to librdkafka (method=oidc)",
-            )
-        client_id = options.get("clientId") or props.get(
-            "sasl.oauthbearer.client.credentials.client.id"
-        )
-        client_secret = options.get("clientSecret") or props.get(
-            "sasl.oauthbearer.client.credentials.client.secret"
-        )
-        if not client_id or not client_secret:
-            raise ClientPropertyError(
-                "sasl.jaas.config", None, "OIDC needs clientId and clientSecret options"
-            )
-        out["sasl.oauthbearer.method"] = "oidc"
-        out["sasl.oauthbearer.token.endpoint.url"] = endpoint
-        out["sasl.oauthbearer.client.id"] = client_id
-        out["sasl.oauthbearer.client.secret"] = client_secret
-        scope = options.get("scope") or props.get("sasl.oauthbearer.scope")
-        if scope:
-            out["sasl.oauthbearer.scope"] = scope
-        extensions = {
-            name.removeprefix("extension_"): value
-            for name, value in options.items()
-            if name.startswith("extension_")
-        }
-        if extensions:
-            out["sasl.oauthbearer.extensions"] = ",".join(f"{k}={v}" for k, v in extensions.items())
-    elif "unsecuredLoginStringClaim_sub" in options:
-        # Kafka's unsecured JWS (test setups) == librdkafka's unsecure JWT builder.
-        out["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
-        settings = [f"principal={options['unsecuredLoginStringClaim_sub']}"]
-        if "unsecuredLoginLifetimeSeconds" in options:
-            settings.append(f"lifeSeconds={options['unsecuredLoginLifetimeSeconds']}")
-        out["sasl.oauthbearer.config"] = " ".join(settings)
-        other = sorted(
-            name
-            for name in options
-            if name.startswith("unsecuredLogin")
-            and name not in ("unsecuredLoginStringClaim_sub", "unsecuredLoginLifetimeSeconds")
-        )
-        if other:
-            dropped["sasl.jaas.config"] = f"unsecured JWT options not mapped: {', '.join(other)}"
+        _translate_oidc(props, jaas.options, endpoint, out)
+    elif "unsecuredLoginStringClaim_sub" in jaas.options:
+        _translate_unsecured_jwt(jaas.options, out, dropped)
     else:
         raise ClientPropertyError(
             "sasl.jaas.config",
@@ -426,3 +403,62 @@ def _translate_oauthbearer(
             "OAUTHBEARER maps to librdkafka only for OIDC (sasl.oauthbearer.token.endpoint.url "
             "with clientId/clientSecret) or the unsecured JWT (unsecuredLoginStringClaim_sub)",
         )
+
+
+def _translate_oidc(
+    props: Mapping[str, str], options: Mapping[str, str], endpoint: str, out: dict[str, str]
+) -> None:
+    """OIDC client credentials from Kafka's built-in login handler: librdkafka's method=oidc.
+
+    The JAAS options win over the sasl.oauthbearer.* properties, as in Kafka."""
+    handler = props.get("sasl.login.callback.handler.class")
+    if handler is not None and handler.strip() not in _OAUTH_LOGIN_HANDLERS:
+        raise ClientPropertyError(
+            "sasl.login.callback.handler.class",
+            handler,
+            "only Kafka's OAuthBearerLoginCallbackHandler maps to librdkafka (method=oidc)",
+        )
+    client_id = options.get("clientId") or props.get(
+        "sasl.oauthbearer.client.credentials.client.id"
+    )
+    client_secret = options.get("clientSecret") or props.get(
+        "sasl.oauthbearer.client.credentials.client.secret"
+    )
+    if not client_id or not client_secret:
+        raise ClientPropertyError(
+            "sasl.jaas.config", None, "OIDC needs clientId and clientSecret options"
+        )
+    out["sasl.oauthbearer.method"] = "oidc"
+    out["sasl.oauthbearer.token.endpoint.url"] = endpoint
+    out["sasl.oauthbearer.client.id"] = client_id
+    out["sasl.oauthbearer.client.secret"] = client_secret
+    scope = options.get("scope") or props.get("sasl.oauthbearer.scope")
+    if scope:
+        out["sasl.oauthbearer.scope"] = scope
+    extensions = {
+        name.removeprefix("extension_"): value
+        for name, value in options.items()
+        if name.startswith("extension_")
+    }
+    if extensions:
+        out["sasl.oauthbearer.extensions"] = ",".join(f"{k}={v}" for k, v in extensions.items())
+
+
+def _translate_unsecured_jwt(
+    options: Mapping[str, str], out: dict[str, str], dropped: dict[str, str]
+) -> None:
+    """Kafka's unsecured JWS (test setups) as librdkafka's unsecure JWT builder."""
+    out["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+    settings = [f"principal={options['unsecuredLoginStringClaim_sub']}"]
+    if "unsecuredLoginLifetimeSeconds" in options:
+        settings.append(f"lifeSeconds={options['unsecuredLoginLifetimeSeconds']}")
+    out["sasl.oauthbearer.config"] = " ".join(settings)
+    # Other claims have no librdkafka counterpart: say so rather than drop them silently.
+    other = sorted(
+        name
+        for name in options
+        if name.startswith("unsecuredLogin")
+        and name not in ("unsecuredLoginStringClaim_sub", "unsecuredLoginLifetimeSeconds")
+    )
+    if other:
+        dropped["sasl.jaas.config"] = f"unsecured JWT options not mapped: {', '.join(other)}"

@@ -199,7 +199,14 @@ def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
     props = {key.strip(): value.strip() for key, value in java_props.items()}
     out: dict[str, str] = {}
     dropped: dict[str, str] = {}
+    protocol = _translate_connection(props, out)
+    _translate_security(props, protocol, out, dropped)
+    _translate_other(props, role, out, dropped)
+    return ClientTranslation(role, FrozenMapping(out), FrozenMapping(dropped))
 
+
+def _translate_connection(props: Mapping[str, str], out: dict[str, str]) -> str:
+    """security.protocol and bootstrap.servers; returns the protocol (upper case)."""
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in SECURITY_PROTOCOLS:
         raise ClientPropertyError(
@@ -213,7 +220,13 @@ def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
         # Java accepts "a:1, b:2"; librdkafka wants a plain comma list.
         servers = [server.strip() for server in props["bootstrap.servers"].split(",")]
         out["bootstrap.servers"] = ",".join(server for server in servers if server)
+    return protocol
 
+
+def _translate_security(
+    props: Mapping[str, str], protocol: str, out: dict[str, str], dropped: dict[str, str]
+) -> None:
+    """The ssl.* and sasl.* settings, each translated only when `protocol` uses them."""
     # As in Java, SSL settings only matter for SSL protocols and SASL settings only for SASL
     # ones: a PLAINTEXT cluster inheriting top-level ssl.* defaults must not fail on them.
     if protocol in ("SSL", "SASL_SSL"):
@@ -233,8 +246,14 @@ def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
             }
         )
 
+
+def _translate_other(
+    props: Mapping[str, str], role: Role, out: dict[str, str], dropped: dict[str, str]
+) -> None:
+    """Every other setting: rdkafka.* passed through, the rest by `PROPERTY_TABLE`, and what
+    has no librdkafka equivalent recorded in `dropped` with the reason."""
     for key, value in props.items():
-        if is_client_config_name(key):  # translated above
+        if is_client_config_name(key):  # bootstrap and security: translated already
             continue
         if key.startswith(RDKAFKA_PASSTHROUGH_PREFIX):
             out[key.removeprefix(RDKAFKA_PASSTHROUGH_PREFIX)] = value
@@ -251,4 +270,3 @@ def translate(java_props: Mapping[str, str], role: Role) -> ClientTranslation:
             dropped[key] = "Java class; librdkafka cannot load it"
         else:
             dropped[key] = "no known librdkafka equivalent (use rdkafka.<name> to set one directly)"
-    return ClientTranslation(role, FrozenMapping(out), FrozenMapping(dropped))

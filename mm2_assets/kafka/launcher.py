@@ -234,25 +234,8 @@ def _wait_ready(
     )
 
 
-def launch_cluster(
-    alias: str,
-    base_dir: Path,
-    port: int,
-    controller_port: int,
-    *,
-    heap: str = "512m",
-    attached: bool = True,
-    security: BrokerSecurity | None = None,
-    tls_port: int | None = None,
-) -> tuple[LocalCluster, subprocess.Popen[bytes]]:
-    """Format (if new) and launch one single-node cluster without waiting for it.
-
-    With `security`, the client port speaks SASL_PLAINTEXT and, when `security.tls`, `tls_port`
-    SASL_SSL; the users' passwords are written to `<alias>/credentials.properties`."""
-    if security is not None and security.tls and tls_port is None:
-        raise LauncherError(f"Kafka cluster '{alias}' with TLS needs a TLS port")
-    if security is None or not security.tls:
-        tls_port = None
+def _check_ports_free(alias: str, port: int, controller_port: int, tls_port: int | None) -> None:
+    """Fail, naming the port's role, when one of the cluster's ports is taken."""
     ports = [(port, "client"), (controller_port, "controller")]
     if tls_port is not None:
         ports.append((tls_port, "TLS"))
@@ -262,24 +245,16 @@ def launch_cluster(
                 f"port {p} ({role} port of Kafka cluster '{alias}') is already in use; "
                 "stop whatever listens there (`mm2-assets kafka down`?) or choose other ports"
             )
-    node_dir = base_dir / alias
-    node_dir.mkdir(parents=True, exist_ok=True)
-    props_file = node_dir / "server.properties"
-    ca_location = None
-    credentials = None
-    if tls_port is not None:
-        ca_location = str(ensure_tls_material(node_dir / "tls"))
-    if security is not None:
-        credentials = str(write_credentials_file(node_dir, security))
-    # Secured brokers' properties hold passwords: owner-only, like the credentials file.
-    write_private(
-        props_file,
-        broker_properties(node_dir, port, controller_port, security=security, tls_port=tls_port),
-    )
-    _format_storage(node_dir, props_file, security)
-    log_file = node_dir / "broker.log"
+
+
+def _start_broker(
+    props_file: Path, log_file: Path, *, heap: str, attached: bool
+) -> subprocess.Popen[bytes]:
+    """Start the broker JVM on `props_file`, its output appended to `log_file`.
+
+    Its own session, so a terminal's Ctrl-C does not reach it; attached, it dies with us."""
     with log_file.open("ab") as log:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [
                 java_executable(),
                 f"-Xmx{heap}",
@@ -299,6 +274,45 @@ def launch_cluster(
             start_new_session=True,
             preexec_fn=die_with_parent if attached else None,
         )
+
+
+def launch_cluster(
+    alias: str,
+    base_dir: Path,
+    port: int,
+    controller_port: int,
+    *,
+    heap: str = "512m",
+    attached: bool = True,
+    security: BrokerSecurity | None = None,
+    tls_port: int | None = None,
+) -> tuple[LocalCluster, subprocess.Popen[bytes]]:
+    """Format (if new) and launch one single-node cluster without waiting for it.
+
+    With `security`, the client port speaks SASL_PLAINTEXT and, when `security.tls`, `tls_port`
+    SASL_SSL; the users' passwords are written to `<alias>/credentials.properties`."""
+    if security is not None and security.tls and tls_port is None:
+        raise LauncherError(f"Kafka cluster '{alias}' with TLS needs a TLS port")
+    if security is None or not security.tls:
+        tls_port = None
+    _check_ports_free(alias, port, controller_port, tls_port)
+    node_dir = base_dir / alias
+    node_dir.mkdir(parents=True, exist_ok=True)
+    props_file = node_dir / "server.properties"
+    ca_location = None
+    credentials = None
+    if tls_port is not None:
+        ca_location = str(ensure_tls_material(node_dir / "tls"))
+    if security is not None:
+        credentials = str(write_credentials_file(node_dir, security))
+    # Secured brokers' properties hold passwords: owner-only, like the credentials file.
+    write_private(
+        props_file,
+        broker_properties(node_dir, port, controller_port, security=security, tls_port=tls_port),
+    )
+    _format_storage(node_dir, props_file, security)
+    log_file = node_dir / "broker.log"
+    process = _start_broker(props_file, log_file, heap=heap, attached=attached)
     cluster = LocalCluster(
         alias=alias,
         port=port,

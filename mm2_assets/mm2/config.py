@@ -427,8 +427,46 @@ class _Builder:
     def flow(
         self, source: ClusterConfig, target: ClusterConfig, base: Mapping[str, str]
     ) -> FlowConfig:
+        """The flow `source`->`target`: `base`, then the flow's own `<src>-><tgt>.` keys, parsed
+        and checked, its plugins configured once."""
         prefix = f"{source.alias}->{target.alias}."
         overrides = _strip_prefix(self.props, prefix)
+        merged = self.merged_flow_properties(source, target, base, prefix, overrides)
+
+        def origin(key: str) -> str:
+            # The key as the user wrote it, so an error names the line to fix.
+            return prefix + key if key in overrides else key
+
+        self.check_removed_keys(merged, origin)
+        values = {
+            s.field_name: self.parse(s, origin(s.key), merged.get(s.key, s.default))
+            for s in FIELD_SETTINGS
+        }
+        enabled = self.flow_enabled(
+            prefix, merged, origin, heartbeats=values["emit_heartbeats_enabled"]
+        )
+        flow = FlowConfig(
+            source=source,
+            target=target,
+            name=f"{source.alias}->{target.alias}",
+            key=f"{_asset_safe(source.alias)}_to_{_asset_safe(target.alias)}",
+            enabled=enabled,
+            properties=merged,
+            **values,
+        )
+        self.configure_plugins(flow, merged, origin)
+        return flow
+
+    def merged_flow_properties(
+        self,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        base: Mapping[str, str],
+        prefix: str,
+        overrides: Mapping[str, str],
+    ) -> dict[str, str]:
+        """A flow's connector properties: `base`, the aliases MM2 derives from the flow name,
+        then the flow's `overrides` (which may not set those aliases)."""
         for derived in _DERIVED_KEYS:
             if derived in overrides:
                 raise self.error(
@@ -440,10 +478,10 @@ class _Builder:
             "target.cluster.alias": target.alias,
         }
         merged.update(overrides)
+        return merged
 
-        def origin(key: str) -> str:
-            return prefix + key if key in overrides else key
-
+    def check_removed_keys(self, merged: Mapping[str, str], origin: Callable[[str], str]) -> None:
+        """Fail on keys Kafka 4.0 removed: MM2 4.x would silently ignore them."""
         for removed, replacement in _REMOVED_KEYS.items():
             if removed in merged:
                 raise self.error(
@@ -451,11 +489,16 @@ class _Builder:
                     origin(removed),
                     merged[removed],
                 )
-        values = {
-            s.field_name: self.parse(s, origin(s.key), merged.get(s.key, s.default))
-            for s in FIELD_SETTINGS
-        }
 
+    def flow_enabled(
+        self,
+        prefix: str,
+        merged: Mapping[str, str],
+        origin: Callable[[str], str],
+        *,
+        heartbeats: bool,
+    ) -> bool:
+        """Whether the flow replicates, decided as MM2 does (see the comment below)."""
         # MirrorMakerConfig.clusterPairs creates the pair's herder when `<pair>.enabled` or
         # heartbeats are on; the source connector then replicates if `enabled` (flow-level over
         # top-level, default false) is true.
@@ -463,22 +506,17 @@ class _Builder:
         pair_enabled = pair_enabled_key in self.props and self.parse(
             FLOW_ENABLED, pair_enabled_key, self.props[pair_enabled_key]
         )
-        herder = pair_enabled or values["emit_heartbeats_enabled"]
-        enabled = herder and self.parse(
+        herder = pair_enabled or heartbeats
+        return herder and self.parse(
             FLOW_ENABLED,
             origin(FLOW_ENABLED.key),
             merged.get(FLOW_ENABLED.key, FLOW_ENABLED.default),
         )
 
-        flow = FlowConfig(
-            source=source,
-            target=target,
-            name=f"{source.alias}->{target.alias}",
-            key=f"{_asset_safe(source.alias)}_to_{_asset_safe(target.alias)}",
-            enabled=enabled,
-            properties=merged,
-            **values,
-        )
+    def configure_plugins(
+        self, flow: FlowConfig, merged: Mapping[str, str], origin: Callable[[str], str]
+    ) -> None:
+        """Make and close each of the flow's plugins once."""
         # Configure the plugins once, as MM2's connectors do at start, so a custom class that
         # rejects its settings fails now rather than in the first run.
         makers: list[tuple[str, Callable[[], object]]] = [
@@ -505,7 +543,6 @@ class _Builder:
             close = getattr(plugin, "close", None)
             if callable(close):
                 close()
-        return flow
 
     def build(self, source_path: Path | None) -> MM2Config:
         aliases = self.aliases()

@@ -164,18 +164,18 @@ def check_not_scoped(key: str, value: str, source: str) -> None:
         )
 
 
-def spark_settings(
-    props: Mapping[str, str], source: str, environ: Mapping[str, str] | None = None
-) -> SparkSettings:
-    """The Spark settings of the file's (resolved) `props`, the environment `environ` (if
-    given) applied over them. MM2ConfigError names the key or variable of a bad value."""
+def _parse(setting: Setting, key: str, value: str, where: str) -> str:
+    """`value` parsed by `setting`; MM2ConfigError from `where` (the file or the environment)
+    naming `key` when it is bad."""
+    try:
+        return str(setting.parse(value, key))
+    except SettingValueError as exc:
+        raise MM2ConfigError(exc.reason, source=where, key=key, value=value) from exc
 
-    def parse(setting: Setting, key: str, value: str, where: str) -> str:
-        try:
-            return str(setting.parse(value, key))
-        except SettingValueError as exc:
-            raise MM2ConfigError(exc.reason, source=where, key=key, value=value) from exc
 
+def _spark_conf(props: Mapping[str, str], source: str) -> dict[str, str]:
+    """The Spark settings passed through (`mm2assets.spark.conf.<key>`), after checking that
+    every Spark key of `props` is global and known."""
     conf: dict[str, str] = {}
     for key, value in props.items():
         check_not_scoped(key, value, source)
@@ -205,8 +205,17 @@ def spark_settings(
                 key=CONF_PREFIX + spark_key,
                 value=conf[spark_key],
             )
-    master = parse(SPARK_MASTER, SPARK_MASTER.key, props.get(SPARK_MASTER.key, ""), source)
-    remote = parse(SPARK_REMOTE, SPARK_REMOTE.key, props.get(SPARK_REMOTE.key, ""), source)
+    return conf
+
+
+def spark_settings(
+    props: Mapping[str, str], source: str, environ: Mapping[str, str] | None = None
+) -> SparkSettings:
+    """The Spark settings of the file's (resolved) `props`, the environment `environ` (if
+    given) applied over them. MM2ConfigError names the key or variable of a bad value."""
+    conf = _spark_conf(props, source)
+    master = _parse(SPARK_MASTER, SPARK_MASTER.key, props.get(SPARK_MASTER.key, ""), source)
+    remote = _parse(SPARK_REMOTE, SPARK_REMOTE.key, props.get(SPARK_REMOTE.key, ""), source)
     if SPARK_MASTER.key in props and remote:
         raise MM2ConfigError(
             f"set either {SPARK_MASTER.key} or {SPARK_REMOTE.key}, not both",
@@ -219,9 +228,9 @@ def spark_settings(
     env_master = env.get(MASTER_ENV, "").strip()
     env_remote = env.get(REMOTE_ENV, "").strip()
     if env_master:
-        master = parse(SPARK_MASTER, MASTER_ENV, env_master, "environment")
+        master = _parse(SPARK_MASTER, MASTER_ENV, env_master, "environment")
         remote, origin = "", f"${MASTER_ENV}"
     if env_remote:
-        remote = parse(SPARK_REMOTE, REMOTE_ENV, env_remote, "environment")
+        remote = _parse(SPARK_REMOTE, REMOTE_ENV, env_remote, "environment")
         origin = f"${REMOTE_ENV}"
     return SparkSettings(master=master, remote=remote or None, conf=conf, origin=origin)

@@ -100,6 +100,48 @@ def evaluate_replication_lag(
     max_records, max_seconds = lag_thresholds(flow)
     records = snapshot.lag_by_topic()
     lagging = snapshot.lagging_topics
+    seconds = _seconds_behind(
+        flow, snapshot, lagging, asset_key=asset_key, instance=instance, now=now
+    )
+    lag_table = {
+        t: {"records": records[t], "seconds": round(seconds[t], 1) if t in seconds else None}
+        for t in lagging
+    }
+    over = {
+        t: v
+        for t, v in lag_table.items()
+        if records[t] > max_records or seconds.get(t, 0.0) > max_seconds
+    }
+    return CheckOutcome(
+        asset_key=asset_key,
+        check_name=CHECK_LAG,
+        passed=not over,
+        description=_lag_description(flow, snapshot, lagging, over, max_records, max_seconds),
+        metadata={
+            "records_behind": sum(records.values()),
+            "max_seconds_behind": round(max(seconds.values()), 1) if seconds else 0.0,
+            "topics": len(snapshot.remote_topics),
+            "lagging_topics": dg.MetadataValue.json(lag_table),
+            "over_threshold": dg.MetadataValue.json(over),
+            "max_records_threshold": max_records,
+            "max_seconds_threshold": max_seconds,
+        },
+    )
+
+
+def _seconds_behind(
+    flow: FlowConfig,
+    snapshot: LagSnapshot,
+    lagging: list[str],
+    *,
+    asset_key: dg.AssetKey,
+    instance: dg.DagsterInstance | None,
+    now: float,
+) -> dict[str, float]:
+    """Seconds behind per lagging topic: its worst partition, each partition counted as the
+    smaller of the age of its oldest unreplicated record and the time since the topic was
+    last materialized (see the module docstring)."""
+    # Both lookups cost a round trip (Kafka reads, the Dagster event log): only when lagging.
     first_unreplicated = oldest_unreplicated_timestamps(flow, snapshot.states) if lagging else {}
     last_copy = (
         last_materialized(instance, asset_key, lagging) if instance is not None and lagging else {}
@@ -116,42 +158,30 @@ def evaluate_replication_lag(
             candidates.append(max(0.0, now - last_copy[s.topic]))
         if candidates:
             seconds[s.topic] = max(seconds.get(s.topic, 0.0), min(candidates))
-    lag_table = {
-        t: {"records": records[t], "seconds": round(seconds[t], 1) if t in seconds else None}
-        for t in lagging
-    }
-    over = {
-        t: v
-        for t, v in lag_table.items()
-        if records[t] > max_records or seconds.get(t, 0.0) > max_seconds
-    }
+    return seconds
+
+
+def _lag_description(
+    flow: FlowConfig,
+    snapshot: LagSnapshot,
+    lagging: list[str],
+    over: Mapping[str, Mapping[str, Any]],
+    max_records: int,
+    max_seconds: int,
+) -> str:
+    """The `replication_lag` description: the worst topics over the thresholds (ten at most),
+    else how many are catching up, else that all are replicated."""
     if over:
         worst = ", ".join(
             f"{t} ({v['records']} records, {v['seconds']}s)" for t, v in sorted(over.items())[:10]
         )
-        description = (
+        return (
             f"flow {flow.name}: {len(over)} topic(s) behind beyond the threshold "
             f"({max_records} records / {max_seconds}s): {worst}"
         )
-    elif lagging:
-        description = f"flow {flow.name}: {len(lagging)} topic(s) catching up, within thresholds"
-    else:
-        description = f"flow {flow.name}: all {len(snapshot.remote_topics)} topics replicated"
-    return CheckOutcome(
-        asset_key=asset_key,
-        check_name=CHECK_LAG,
-        passed=not over,
-        description=description,
-        metadata={
-            "records_behind": sum(records.values()),
-            "max_seconds_behind": round(max(seconds.values()), 1) if seconds else 0.0,
-            "topics": len(snapshot.remote_topics),
-            "lagging_topics": dg.MetadataValue.json(lag_table),
-            "over_threshold": dg.MetadataValue.json(over),
-            "max_records_threshold": max_records,
-            "max_seconds_threshold": max_seconds,
-        },
-    )
+    if lagging:
+        return f"flow {flow.name}: {len(lagging)} topic(s) catching up, within thresholds"
+    return f"flow {flow.name}: all {len(snapshot.remote_topics)} topics replicated"
 
 
 def evaluate_target_topics(

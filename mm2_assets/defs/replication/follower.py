@@ -261,6 +261,31 @@ def follower_job(
     `keys` maps `replicated_topics`, `heartbeats`, `checkpoints`, `synced_group_offsets` and
     `topic_configs` to the flow's asset keys (missing names are not reported).
     """
+    follow = _follow_op(flow, partitions=partitions, keys=keys)
+
+    @dg.job(
+        name=f"{flow.key}__follower",
+        description=(
+            f"Continuous replication of flow {flow.name} ({flow.source.alias} -> "
+            f"{flow.target.alias}), kept running by the flow's replication driver."
+        ),
+        tags={FLOW_TAG: flow.key},
+        executor_def=dg.in_process_executor,
+    )
+    def follower() -> None:
+        follow()
+
+    return follower
+
+
+def _follow_op(
+    flow: FlowConfig,
+    *,
+    partitions: dg.DynamicPartitionsDefinition | None,
+    keys: dict[str, dg.AssetKey],
+) -> dg.OpDefinition:
+    """The follower job's one op, `<flow.key>__follow`: runs the flow's `Follower` until the
+    run is terminated, reporting to the assets in `keys` (see `follower_job`)."""
 
     @dg.op(
         name=f"{flow.key}__follow",
@@ -298,19 +323,7 @@ def follower_job(
             follower.run(stop, signals.keep)
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
 
-    @dg.job(
-        name=f"{flow.key}__follower",
-        description=(
-            f"Continuous replication of flow {flow.name} ({flow.source.alias} -> "
-            f"{flow.target.alias}), kept running by the flow's replication driver."
-        ),
-        tags={FLOW_TAG: flow.key},
-        executor_def=dg.in_process_executor,
-    )
-    def follower() -> None:
-        follow()
-
-    return follower
+    return follow
 
 
 def follower_alive(tags: dict[str, str]) -> bool | None:
