@@ -65,9 +65,8 @@ def read_to_end(
     timeout: float = READ_TIMEOUT_S,
 ) -> Iterator[Message]:
     """Yield every committed record of `topic` (all partitions, or `partitions`) in offset order
-    per partition, up to the end offsets seen when the read starts. A missing topic or
-    partition yields nothing; a read that gets no record for `timeout` seconds raises
-    TopicReadError (a long read that keeps going does not)."""
+    per partition, up to the end offsets seen when the read starts (a missing topic or partition
+    yields nothing); TopicReadError when no record comes for `timeout` seconds."""
     config = committed_reader_config(
         consumer_config,
         consumer_config.get("group.id", "mm2-assets-reader"),
@@ -79,18 +78,7 @@ def read_to_end(
     )
     consumer = Consumer(config)
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout)
-        info = metadata.topics.get(topic)
-        if info is None or info.error is not None:
-            return
-        existing = set(info.partitions)
-        # Partitions the topic does not have hold nothing: they are skipped, not an error.
-        partitions = sorted(existing if partitions is None else set(partitions) & existing)
-        ends: dict[int, int] = {}
-        for p in partitions:
-            low, high = watermarks(consumer, topic, p, timeout=timeout)
-            if high > low:
-                ends[p] = high
+        ends = _non_empty_ends(consumer, topic, partitions, timeout)
         if not ends:
             return
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
@@ -130,6 +118,26 @@ def read_to_end(
                         ends.pop(tp.partition, None)
     finally:
         consumer.close()
+
+
+def _non_empty_ends(
+    consumer: Consumer, topic: str, partitions: Iterable[int] | None, timeout: float
+) -> dict[int, int]:
+    """The end offset of each partition of `topic` (all, or those of `partitions` it has)
+    that holds records; empty when the topic does not exist."""
+    metadata = consumer.list_topics(topic, timeout=timeout)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        return {}
+    existing = set(info.partitions)
+    # Partitions the topic does not have hold nothing: they are skipped, not an error.
+    wanted = sorted(existing if partitions is None else set(partitions) & existing)
+    ends: dict[int, int] = {}
+    for p in wanted:
+        low, high = watermarks(consumer, topic, p, timeout=timeout)
+        if high > low:
+            ends[p] = high
+    return ends
 
 
 def read_decoded(
@@ -208,13 +216,10 @@ def read_partition_from(
     bounds: tuple[int, int] | None = None,
 ) -> Iterator[Message]:
     """Yield the committed records of one partition from offset `start` (or the log start, if
-    later) up to its end when the read starts, in order; the caller may stop early. A caller
-    that asked for many partitions' (log start, end) at once passes them as `bounds`, saving
-    a round trip per read.
-
-    `consumer` (from `committed_consumer`) is reassigned to this partition, so one consumer
-    serves many reads one after another. Raises TopicReadError naming the partition on errors,
-    and when no record comes for `timeout` seconds.
+    later) up to its end when the read starts (or its `bounds`, (log start, end), asked for
+    many partitions at once), in order; the caller may stop early. `consumer` (from
+    `committed_consumer`) is reassigned to this partition, so one serves many reads. Raises
+    TopicReadError naming the partition on errors, and when no record comes for `timeout` s.
     """
     where = f"'{topic}' partition {partition}"
     try:
