@@ -25,7 +25,6 @@ from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaException, Message
 
-from mm2_assets.kafka.admin import KafkaAdminError, end_offsets, start_offsets
 from mm2_assets.kafka.checkpoint_clients import CheckpointClients
 from mm2_assets.kafka.topic_reader import (
     READ_TIMEOUT_S,
@@ -76,7 +75,6 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self._policy = flow.replication_policy()
         self._own_clients = clients is None
         self._clients = clients or CheckpointClients(flow)
-        self._bounds: dict[tuple[Side, str, int], tuple[int, int]] = {}
         self._wanted: dict[tuple[TopicPartition, int], int] = {}
         self._pairs: dict[tuple[TopicPartition, int], tuple[int, list[tuple[int, int]]]] = {}
         self._first_downstream: dict[TopicPartition, int | None] = {}
@@ -132,32 +130,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
                 self._pairs[(tp, upstream)] = (until, [])
                 continue
             spans.setdefault(tp, []).append(((sync.upstream_offset, sync.downstream_offset), until))
-        self._bounds = self._partition_bounds(list(spans))
         self._clients.map(lambda item: self._read_partition(*item), spans.items())
-
-    def _partition_bounds(
-        self, partitions: list[TopicPartition]
-    ) -> dict[tuple[Side, str, int], tuple[int, int]]:
-        """(log start, end) of every partition the pass reads, on both clusters, in one
-        ListOffsets call per cluster and offset kind instead of one per read. Left empty when
-        that fails: each read then asks for its own."""
-        wanted: dict[Side, list[tuple[str, int]]] = {
-            "source": [(tp.topic, tp.partition) for tp in partitions],
-            "target": [(r.topic, r.partition) for r in map(self._remote, partitions)],
-        }
-        bounds: dict[tuple[Side, str, int], tuple[int, int]] = {}
-        try:
-            for side, parts in wanted.items():
-                admin, cluster = self._clients.admin(side), self.flow.cluster(side).alias
-                starts = start_offsets(admin, parts, cluster=cluster)
-                ends = end_offsets(admin, parts, cluster=cluster, skip_deleted=True)
-                for part in parts:
-                    if part in starts and part in ends:
-                        bounds[(side, *part)] = (starts[part], ends[part])
-        except (KafkaAdminError, KafkaException) as exc:
-            log.info("%s: reading partition bounds one by one: %s", self.flow.name, exc)
-            return {}
-        return bounds
 
     def _read_partition(self, tp: TopicPartition, spans: list[tuple[tuple[int, int], int]]) -> None:
         """Verify every span of one partition (anchor, until), reading it once where it can:
@@ -232,7 +205,6 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             tp.partition,
             start,
             timeout=self.timeout,
-            bounds=self._bounds.get((side, tp.topic, tp.partition)),
         )
         return _digests(messages)
 

@@ -213,17 +213,16 @@ def read_partition_from(
     start: int,
     *,
     timeout: float = READ_TIMEOUT_S,
-    bounds: tuple[int, int] | None = None,
 ) -> Iterator[Message]:
     """Yield the committed records of one partition from offset `start` (or the log start, if
-    later) up to its end when the read starts (or its `bounds`, (log start, end), asked for
-    many partitions at once), in order; the caller may stop early. `consumer` (from
-    `committed_consumer`) is reassigned to this partition, so one serves many reads. Raises
-    TopicReadError naming the partition on errors, and when no record comes for `timeout` s.
+    later) up to its end when the read starts, in order; the caller may stop early.
+    `consumer` (from `committed_consumer`) is reassigned to this partition, so one serves many
+    reads. Raises TopicReadError naming the partition on errors, and when no record comes for
+    `timeout` seconds.
     """
     where = f"'{topic}' partition {partition}"
     try:
-        low, high = bounds or watermarks(consumer, topic, partition, timeout=timeout)
+        low, high = watermarks(consumer, topic, partition, timeout=timeout)
     except KafkaException as exc:
         raise TopicReadError(f"reading {where}: {exc}") from exc
     first = max(start, low)
