@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.python_source import parse_module
 
 __all__ = [
     "DOC_FILES",
@@ -108,7 +109,7 @@ def marked_commands() -> dict[str, list[str]]:
     module) carrying it."""
     found: dict[str, list[str]] = {}
     for module in sorted(TESTS.rglob("test_*.py")):
-        tree = ast.parse(module.read_text(encoding="utf-8"))
+        tree = parse_module(module)
         constants = _string_constants(tree)
         where = str(module.relative_to(ROOT))
         for mark in _module_marks(tree):

@@ -147,6 +147,67 @@ def ensure_topic(
     return False
 
 
+@dataclass(frozen=True)
+class WantedTopic:
+    """A topic `ensure_topics` creates when missing (or grows when smaller)."""
+
+    name: str
+    partitions: int
+    config: Mapping[str, str]
+
+
+def ensure_topics(
+    admin: AdminClient,
+    wanted: Iterable[WantedTopic],
+    *,
+    replication_factor: int,
+    cluster: str,
+    existing: Mapping[str, TopicInfo],
+) -> list[str]:
+    """`ensure_topic` for many topics: the missing ones created in one CreateTopics call (a
+    flow of 2,000 new topics would otherwise wait for 2,000 round trips), the rest grown or
+    settled one by one. Returns the names created or grown, in `wanted` order."""
+    wanted = list(wanted)
+    missing = [t for t in wanted if t.name not in existing]
+    created: set[str] = set()
+    settle = [t for t in wanted if t.name in existing]
+    futures = (
+        admin.create_topics(
+            [
+                NewTopic(t.name, t.partitions, replication_factor, config=dict(t.config))
+                for t in missing
+            ],
+            operation_timeout=ADMIN_TIMEOUT_S,
+        )
+        if missing
+        else {}
+    )
+    for topic in missing:
+        try:
+            futures[topic.name].result(timeout=ADMIN_TIMEOUT_S)
+            created.add(topic.name)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaAdminError(
+                    f"cannot create topic '{topic.name}' on cluster '{cluster}' "
+                    f"({topic.partitions} partitions, replication factor "
+                    f"{replication_factor}): {exc}"
+                ) from exc
+            settle.append(topic)  # created meanwhile by someone else: it may need to grow
+    for topic in settle:
+        if ensure_topic(
+            admin,
+            topic.name,
+            partitions=topic.partitions,
+            replication_factor=replication_factor,
+            config=topic.config,
+            cluster=cluster,
+            existing=existing if topic.name in existing else None,
+        ):
+            created.add(topic.name)
+    return [t.name for t in wanted if t.name in created]
+
+
 def end_offsets(
     admin: AdminClient,
     partitions: Iterable[tuple[str, int]],

@@ -305,7 +305,10 @@ def run_copy_task(spec: CopyTaskSpec) -> list[CopyResult]:
         commits = [0]  # transactions the attempt committed
         try:
             return _copy_from_progress(spec, commits)
-        except (CopyError, KafkaException, TopicReadError) as exc:
+        # SystemError too: a fatal producer error (fenced, timed out) pending while
+        # confluent-kafka runs a delivery callback surfaces from flush() as one (seen at
+        # 8,000 partitions per flow); the next attempt starts with a new producer.
+        except (CopyError, KafkaException, TopicReadError, SystemError) as exc:
             if isinstance(exc.__cause__, WriterLeaseLost):
                 raise
             failures = 1 if commits[0] else failures + 1

@@ -21,7 +21,9 @@ from mm2_assets.kafka.admin import (
     BOUNDED_COMPACTED,
     INTERNAL_SEGMENT_MS,
     TopicInfo,
+    WantedTopic,
     ensure_topic,
+    ensure_topics,
     flow_admin,
     list_topics,
 )
@@ -291,20 +293,26 @@ def _ensure_remote_topics(
     target_admin, target_topics = target
     config_filter = flow.config_property_filter()
     try:
-        for topic, remote in plan.remote_topics.items():
-            if ensure_topic(
-                target_admin,
+        wanted = [
+            WantedTopic(
                 remote,
-                partitions=source_topics[topic].partitions,
-                replication_factor=flow.replication_factor,
-                # Only used when `remote` is missing, and then described: `_describe_for_creation`.
-                config=creation_configs(source_configs.get(topic, []), config_filter),
-                cluster=flow.target.alias,
-                existing=target_topics,
-            ):
-                plan.created.append(f"{flow.target.alias}:{remote}")
+                source_topics[topic].partitions,
+                # Only used when `remote` is missing, and then described:
+                # `_describe_for_creation`.
+                creation_configs(source_configs.get(topic, []), config_filter),
+            )
+            for topic, remote in plan.remote_topics.items()
+        ]
     finally:
         config_filter.close()
+    created = ensure_topics(
+        target_admin,
+        wanted,
+        replication_factor=flow.replication_factor,
+        cluster=flow.target.alias,
+        existing=target_topics,
+    )
+    plan.created.extend(f"{flow.target.alias}:{remote}" for remote in created)
 
 
 def _ranges(plan: ReplicationPlan, *, follow: bool) -> list[PartitionRange]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 from mm2_assets.kafka import replication_plan, replication_state
-from mm2_assets.kafka.admin import TopicInfo
+from mm2_assets.kafka.admin import TopicInfo, WantedTopic
 from mm2_assets.kafka.checkpoint_task import plan_checkpoints
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.offset_translation import OffsetSyncStore, checkpoints_for_group
@@ -42,6 +42,10 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
         created[name] = kw.get("config")  # type: ignore[assignment]
         return True
 
+    def ensure_topics(_admin: object, wanted: Iterable[WantedTopic], **_kw: object) -> list[str]:
+        created.update({topic.name: topic.config for topic in wanted})
+        return [topic.name for topic in wanted]
+
     def describe(
         _admin: object, topics: Iterable[str], *, timeout: float
     ) -> tuple[dict[str, list[TopicConfigEntry]], dict[str, str]]:
@@ -55,6 +59,7 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
     )
     monkeypatch.setattr(replication_plan, "describe_topic_configs", describe)
     monkeypatch.setattr(replication_plan, "ensure_topic", ensure_topic)
+    monkeypatch.setattr(replication_plan, "ensure_topics", ensure_topics)
     monkeypatch.setattr(replication_state, "read_flow_progress", lambda _flow: {})
     # No MM2 ran before: nothing to adopt.
     monkeypatch.setattr(replication_state, "adopt_mm2_positions", lambda *_args: {})

@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import mm2_assets
+from mm2_assets_tests.python_source import parse_module
 
 PACKAGE = Path(mm2_assets.__file__).parent
 LAYERS = {"mm2": 0, "kafka": 1, "spark": 2, "defs": 3}
@@ -28,7 +29,7 @@ def _import_graph() -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_module(path)):
             targets: list[str] = []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from mm2_assets_tests.python_source import parse_module
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "mm2_assets" / "defs" / "dagster_compat.py"
 COMPAT_TEST = ROOT / "mm2_assets_tests" / "unit" / "test_dagster_compat.py"
@@ -40,7 +42,7 @@ def _python_files() -> list[Path]:
 
 
 def _violations(path: Path, root: Path = ROOT) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse_module(path)
     found: list[str] = []
     for node in ast.walk(tree):
         where = f"{path.relative_to(root)}:{getattr(node, 'lineno', '?')}"

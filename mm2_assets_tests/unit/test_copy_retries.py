@@ -1,0 +1,75 @@
+"""Which failures a following copy task starts over from (its partitions pause, the flow goes
+on) and which end it: the retry policy of `run_copy_task`, around one attempt of the copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from mm2_assets.kafka import copy_task
+from mm2_assets.kafka.copy_task import (
+    FOLLOWER_ATTEMPTS,
+    CopyError,
+    CopyTaskSpec,
+    PartitionRange,
+    run_copy_task,
+)
+from mm2_assets.kafka.writer_lease import WriterLeaseLost
+
+FOLLOWING = CopyTaskSpec(
+    flow="primary->backup",
+    partitions=(PartitionRange("orders", "primary.orders", 0),),
+    source_consumer={},
+    target_producer={},
+    target_consumer={},
+    progress_topic="mm2-assets-progress.primary.internal",
+    offset_syncs_topic="mm2-offset-syncs.backup.internal",
+    offset_syncs_on_target=True,
+    source_producer={},
+    transactional_id="mm2-assets-primary->backup-0",
+)
+
+
+@pytest.fixture
+def attempts(monkeypatch: pytest.MonkeyPatch) -> list[BaseException | None]:
+    """Scripted attempts: each entry fails the attempt with that error, None copies."""
+    script: list[BaseException | None] = []
+
+    def attempt(spec: CopyTaskSpec, commits: list[int] | None = None) -> list:
+        outcome = script.pop(0)
+        if outcome is not None:
+            raise outcome
+        return ["copied"]
+
+    monkeypatch.setattr(copy_task, "_copy_from_progress", attempt)
+    monkeypatch.setattr(copy_task.time, "sleep", lambda _seconds: None)
+    return script
+
+
+def test_a_client_error_surfacing_as_system_error_starts_the_task_over(
+    attempts: list[BaseException | None],
+) -> None:
+    # What confluent-kafka raised from flush() with a fatal (fenced) producer error pending.
+    attempts += [
+        SystemError("<built-in method __format__ of KafkaError> returned a result with an "
+                    "exception set"),
+        None,
+    ]  # fmt: skip
+    assert run_copy_task(FOLLOWING) == ["copied"]
+    assert attempts == []
+
+
+def test_repeated_failures_end_the_task_after_the_last_attempt(
+    attempts: list[BaseException | None],
+) -> None:
+    attempts += [CopyError(f"attempt {n}") for n in range(FOLLOWER_ATTEMPTS)] + [None]
+    with pytest.raises(CopyError, match=f"attempt {FOLLOWER_ATTEMPTS - 1}"):
+        run_copy_task(FOLLOWING)
+
+
+def test_a_lease_taken_over_ends_the_task_at_once(attempts: list[BaseException | None]) -> None:
+    lost = CopyError("primary->backup orders-0: the writer lease was taken over")
+    lost.__cause__ = WriterLeaseLost("taken over by follower run abc")
+    attempts += [lost, None]
+    with pytest.raises(CopyError, match="taken over"):
+        run_copy_task(FOLLOWING)
+    assert attempts == [None]
