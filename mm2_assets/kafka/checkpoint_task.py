@@ -215,7 +215,7 @@ def _pass(
     topic = checkpoints_topic(flow)
     started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
-    step = _Steps(run.phases)
+    step = PassSteps(run.phases)
     with step("target"):
         run.created_topic = ensure_checkpoints_topic(flow, clients.admin("target"))
     if group_offsets is None:
@@ -248,8 +248,9 @@ def _pass(
     return run
 
 
-class _Steps:
-    """Times the steps of a pass into `phases` (step name -> seconds)."""
+class PassSteps:
+    """Times the steps of a pass into `phases` (step name -> seconds); `with steps("name"):`.
+    A caller that reads the stores itself (the follower) times those steps with one too."""
 
     def __init__(self, phases: dict[str, float]) -> None:
         self.phases = phases

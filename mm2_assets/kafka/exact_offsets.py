@@ -200,11 +200,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
 
     def _read(self, side: Side, tp: TopicPartition, start: int) -> Iterator[tuple[int, bytes]]:
         messages = read_partition_from(
-            self._consumer(side),
-            tp.topic,
-            tp.partition,
-            start,
-            timeout=self.timeout,
+            self._consumer(side), tp.topic, tp.partition, start, timeout=self.timeout
         )
         return _digests(messages)
 

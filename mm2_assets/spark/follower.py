@@ -39,7 +39,7 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.checkpoint_clients import CheckpointClients
 from mm2_assets.kafka.checkpoint_store import CheckpointTail
-from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
+from mm2_assets.kafka.checkpoint_task import CheckpointRun, PassSteps, emit_checkpoints
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
@@ -551,16 +551,18 @@ class Follower:
         if self._syncs is None:
             self._syncs = OffsetSyncTail(self.flow)
             self._checkpoint_tail = CheckpointTail(self.flow)
-        started = time.monotonic()
-        store = self._syncs.refresh(timeout=max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000))
-        read = time.monotonic()
         if self._checkpoint_clients is None:
             self._checkpoint_clients = CheckpointClients(self.flow)
         clients = self._checkpoint_clients
-        group_offsets = find_checkpoint_groups(
-            self.flow, self._decided_groups(), admin=clients.admin("source")
-        )
-        found = time.monotonic()
+        read: dict[str, float] = {}
+        step = PassSteps(read)
+        with step("syncs"):
+            timeout = max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000)
+            store = self._syncs.refresh(timeout=timeout)
+        with step("groups"):
+            group_offsets = find_checkpoint_groups(
+                self.flow, self._decided_groups(), admin=clients.admin("source")
+            )
         run = emit_checkpoints(
             self.flow,
             group_offsets=group_offsets,
@@ -569,9 +571,8 @@ class Follower:
             clients=clients,
         )
         # The pass's time includes reading the stores it was handed.
-        run.phases = {"syncs": round(read - started, 4), "groups": round(found - read, 4),
-                      **run.phases}  # fmt: skip
-        run.seconds += found - started
+        run.phases = {**read, **run.phases}
+        run.seconds += sum(read.values())
         return partial(self.reporter.checkpoints, run)
 
     def _decided_groups(self) -> list[str] | None:
