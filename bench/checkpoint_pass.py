@@ -371,7 +371,7 @@ BREAKDOWN = (
     ("threads", "exact_offsets.py", "_verified", "span readers: spans read"),
     ("threads", "topic_reader.py", "watermarks", "span readers: watermark requests"),
     ("threads", "~", "<method 'consume' of 'cimpl.Consumer' objects>", "span readers: consume"),
-    ("threads", "exact_translation.py", "record_digest", "span readers: records digested"),
+    ("threads", "exact_offsets.py", "_identities", "span readers: records compared"),
 )
 """Functions a pass's time is read from in the profile (thread, file, function, label): for
 comparing runs before and after a change; a function renamed since shows as missing."""

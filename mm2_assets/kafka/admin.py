@@ -215,15 +215,17 @@ def end_offsets(
     cluster: str,
     committed_only: bool = True,
     skip_deleted: bool = False,
+    timeout: float = ADMIN_TIMEOUT_S,
 ) -> dict[tuple[str, int], int]:
     """The end offset of each topic-partition in one batched ListOffsets call.
 
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
     `skip_deleted` leaves out partitions of topics that no longer exist instead of failing.
+    `timeout` bounds the request (seconds).
     """
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
     return _list_offsets(
-        admin, partitions, OffsetSpec.latest(), isolation, cluster, "end", skip_deleted
+        admin, partitions, OffsetSpec.latest(), isolation, cluster, "end", skip_deleted, timeout
     )
 
 
@@ -266,6 +268,7 @@ def _list_offsets(
     cluster: str,
     what: str,
     skip_deleted: bool = False,
+    timeout: float = ADMIN_TIMEOUT_S,
 ) -> dict[tuple[str, int], int]:
     wanted = [TopicPartition(t, p) for t, p in partitions]
     out: dict[tuple[str, int], int] = {}
@@ -275,14 +278,19 @@ def _list_offsets(
             admin.list_offsets(
                 {tp: spec for tp in wanted},
                 isolation_level=isolation,
-                request_timeout=ADMIN_TIMEOUT_S,
+                request_timeout=timeout,
             )
             if wanted
             else {}
         )
         for tp, future in futures.items():
             try:
-                out[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT_S).offset
+                out[(tp.topic, tp.partition)] = future.result(timeout=timeout).offset
+            except TimeoutError as exc:
+                raise KafkaAdminError(
+                    f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "
+                    f"'{cluster}': no answer within {timeout:g} s"
+                ) from exc
             except KafkaException as exc:
                 code = exc.args[0].code()
                 if skip_deleted and code == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -298,6 +306,6 @@ def _list_offsets(
             break
         # A metadata request refreshes the client's cache (leaders, epochs); then once more.
         for topic in sorted({tp.topic for tp in stale}):
-            admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S)
+            admin.list_topics(topic, timeout=timeout)
         wanted = stale
     return out

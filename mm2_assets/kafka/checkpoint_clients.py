@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.clients import client_config, idempotent_producer
-from mm2_assets.kafka.topic_reader import committed_consumer
+from mm2_assets.kafka.topic_reader import PartitionReader
 from mm2_assets.mm2.config import FlowConfig, Side
 
 T = TypeVar("T")
@@ -39,7 +39,7 @@ class CheckpointClients:
         self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="exact-offsets")
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._consumers: list[Consumer] = []
+        self._readers: list[PartitionReader] = []
         self._admins: dict[Side, AdminClient] = {}
         self._producer: Producer | None = None
 
@@ -60,24 +60,24 @@ class CheckpointClients:
         """Run `fn` over `items` on the reader threads; returns when all are done."""
         list(self._pool.map(fn, items))
 
-    def consumer(self, side: Side) -> Consumer:
-        """The calling thread's consumer of the flow's `side` cluster."""
-        mine: dict[Side, Consumer] = self._local.__dict__.setdefault("consumers", {})
-        consumer = mine.get(side)
-        if consumer is None:
-            consumer = committed_consumer(
+    def reader(self, side: Side) -> PartitionReader:
+        """The calling thread's partition reader of the flow's `side` cluster."""
+        mine: dict[Side, PartitionReader] = self._local.__dict__.setdefault("readers", {})
+        reader = mine.get(side)
+        if reader is None:
+            reader = PartitionReader(
                 client_config(self.flow, side, "consumer"), group_id=_READER_GROUP
             )
-            mine[side] = consumer
+            mine[side] = reader
             with self._lock:
-                self._consumers.append(consumer)
-        return consumer
+                self._readers.append(reader)
+        return reader
 
     def close(self) -> None:
         """Stop the threads, then close every consumer (the producer has nothing pending:
         each pass waits for its checkpoints' acknowledgements)."""
         self._pool.shutdown(wait=True)
         with self._lock:
-            consumers, self._consumers = self._consumers, []
-        for consumer in consumers:
-            consumer.close()
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.close()

@@ -23,18 +23,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import KafkaException, Message
 
 from mm2_assets.kafka.checkpoint_clients import CheckpointClients
-from mm2_assets.kafka.topic_reader import (
-    READ_TIMEOUT_S,
-    TopicReadError,
-    read_partition_from,
-)
+from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicMissingError, TopicReadError
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.exact_translation import (
+    RecordIdentity,
     pairs_within,
-    record_digest,
+    record_identity,
     translate_with_pairs,
     verified_pairs,
 )
@@ -44,11 +41,11 @@ from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
 log = logging.getLogger(__name__)
 
 
-def _digests(messages: Iterable[Message]) -> Iterator[tuple[int, bytes]]:
+def _identities(messages: Iterable[Message]) -> Iterator[tuple[int, RecordIdentity]]:
     for msg in messages:
         yield (
             msg.offset(),
-            record_digest(msg.key(), msg.value(), msg.timestamp()[1], msg.headers()),
+            record_identity(msg.key(), msg.value(), msg.timestamp()[1], msg.headers()),
         )
 
 
@@ -113,21 +110,14 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
 
     def _read_wanted(self) -> None:
         """Read every noted span now, side by side (`READERS` at a time). A span of a topic
-        either cluster no longer lists (deleted while groups still hold offsets on it) is not
-        read: waiting for its metadata would stall the pass; MM2's rule answers it."""
+        either cluster no longer has (deleted while groups still hold offsets on it) fails
+        its read at once, and MM2's rule answers it."""
         if self.max_records == 0 or not self._wanted:
             return
-        listed = {
-            side: set(self._consumer(side).list_topics(timeout=self.timeout).topics)
-            for side in ("source", "target")
-        }
         spans: dict[TopicPartition, list[tuple[tuple[int, int], int]]] = {}
         for (tp, upstream), until in self._wanted.items():
             sync = self.store.lookup(tp, upstream)
             if sync is None:
-                continue
-            if tp.topic not in listed["source"] or self._remote(tp).topic not in listed["target"]:
-                self._pairs[(tp, upstream)] = (until, [])
                 continue
             spans.setdefault(tp, []).append(((sync.upstream_offset, sync.downstream_offset), until))
         self._clients.map(lambda item: self._read_partition(*item), spans.items())
@@ -187,9 +177,6 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         pairs = self._verified(tp, anchor, sys.maxsize)
         return pairs[-1][0] + 1 if pairs else None
 
-    def _consumer(self, side: Side) -> Consumer:
-        return self._clients.consumer(side)
-
     def _remote(self, tp: TopicPartition) -> TopicPartition:
         return rename_topic_partition(
             tp,
@@ -198,11 +185,12 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             policy=self._policy,
         )
 
-    def _read(self, side: Side, tp: TopicPartition, start: int) -> Iterator[tuple[int, bytes]]:
-        messages = read_partition_from(
-            self._consumer(side), tp.topic, tp.partition, start, timeout=self.timeout
-        )
-        return _digests(messages)
+    def _read(
+        self, side: Side, tp: TopicPartition, start: int, expect: int
+    ) -> Iterator[tuple[int, RecordIdentity]]:
+        reader = self._clients.reader(side)
+        messages = reader.read(tp.topic, tp.partition, start, timeout=self.timeout, expect=expect)
+        return _identities(messages)
 
     def _verified(
         self, tp: TopicPartition, anchor: tuple[int, int], upstream_offset: int
@@ -212,14 +200,20 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         if cached is not None and cached[0] >= upstream_offset:
             return cached[1]
         until = max(upstream_offset, self._wanted.get(key, upstream_offset))
+        # Both sides hold as many records as the walk pairs: at most one per source offset.
+        expect = min(until - anchor[0] + 1, self.max_records)
         try:
             pairs = verified_pairs(
                 anchor,
-                self._read("source", tp, anchor[0]),
-                self._read("target", self._remote(tp), anchor[1]),
+                self._read("source", tp, anchor[0], expect),
+                self._read("target", self._remote(tp), anchor[1], expect),
                 until=until,
                 max_records=self.max_records,
             )
+        except TopicMissingError as exc:
+            # Deleted on either side while groups still hold offsets on it: MM2's rule.
+            log.debug("%s: %s", self.flow.name, exc)
+            pairs = []
         except (TopicReadError, KafkaException) as exc:
             # MM2's rule from the sync is still safe; the next pass tries again.
             log.warning(
@@ -244,7 +238,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         if tp not in self._first_downstream:
             remote = self._remote(tp)
             try:
-                first = next(self._read("target", remote, 0), None)
+                first = next(self._read("target", remote, 0, 1), None)
             except (TopicReadError, KafkaException) as exc:
                 log.warning("%s: reading %s: %s", self.flow.name, remote.topic, exc)
                 first = None

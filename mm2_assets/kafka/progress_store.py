@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from mm2_assets.kafka.admin import flow_admin, list_topics
+from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
@@ -92,6 +92,10 @@ def read_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
     )
 
 
+ENDS_TIMEOUT_S = 10.0
+"""Bound on asking the progress topic's end offsets (one request for all partitions)."""
+
+
 class ProgressTracker:
     """A flow's committed progress, kept current for a long-lived reader (the follower).
 
@@ -114,16 +118,23 @@ class ProgressTracker:
         self._consumer.assign(
             [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PROGRESS_PARTITIONS)]
         )
+        self._admin = flow_admin(flow, "target")
 
     def refresh(self, timeout: float = 2.0) -> dict[PartitionKey, Progress]:
         """Read what was committed since the last refresh (for at most about `timeout`
         seconds: a transaction still open is read next time); the progress by partition."""
-        ends = {}
-        for p in range(PROGRESS_PARTITIONS):
-            _, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, p), timeout=timeout, cached=False
-            )
-            ends[p] = high
+        # One ListOffsets request for every partition (the last stable offsets, where a
+        # read_committed reader ends), not one request per partition.
+        ends = {
+            p: end
+            for (_, p), end in end_offsets(
+                self._admin,
+                [(self.topic, p) for p in range(PROGRESS_PARTITIONS)],
+                cluster=self.flow.target.alias,
+                # A just-created progress topic's leader may take seconds to settle.
+                timeout=max(timeout, ENDS_TIMEOUT_S),
+            ).items()
+        }
         positions = self._consumer.position(
             [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
         )

@@ -94,7 +94,7 @@ def read_to_end(
             # is left (markers make that an over-estimate) and keep the wait short.
             left = sum(end - positions.get(p, 0) for p, end in ends.items())
             batch = consumer.consume(max(1, min(10_000, left)), timeout=0.05)
-            if batch:  # a bound on a stalled read, not on a long one (see read_partition_from)
+            if batch:  # a bound on a stalled read, not on a long one (see PartitionReader.read)
                 deadline = time.monotonic() + timeout
             for msg in batch:
                 error = msg.error()
@@ -193,76 +193,139 @@ def decoded_records(
         log.warning("skipped %d records of %s that are not %s", skipped, topic, what)
 
 
-def committed_consumer(consumer_config: Mapping[str, str], *, group_id: str) -> Consumer:
-    """A consumer for `read_partition_from`: read_committed, no commits, EOF events on."""
-    return Consumer(
-        committed_reader_config(
-            consumer_config,
-            group_id,
-            # Below the log start the read begins at the log start (the caller sees the gap).
-            {"enable.partition.eof": True, "auto.offset.reset": "earliest"},
-            {"fetch.wait.max.ms": 10},
-        )
-    )
+class TopicMissingError(TopicReadError):
+    """The topic or partition to read does not exist (deleted, or never created)."""
 
 
-def read_partition_from(
-    consumer: Consumer,
-    topic: str,
-    partition: int,
-    start: int,
-    *,
-    timeout: float = READ_TIMEOUT_S,
-) -> Iterator[Message]:
-    """Yield the committed records of one partition from offset `start` (or the log start, if
-    later) up to its end when the read starts, in order; the caller may stop early.
-    `consumer` (from `committed_consumer`) is reassigned to this partition, so one serves many
-    reads. Raises TopicReadError naming the partition on errors, and when no record comes for
-    `timeout` seconds.
-    """
-    where = f"'{topic}' partition {partition}"
-    try:
-        low, high = watermarks(consumer, topic, partition, timeout=timeout)
-    except KafkaException as exc:
-        raise TopicReadError(f"reading {where}: {exc}") from exc
-    first = max(start, low)
-    if high <= first:
-        return
-    consumer.assign([TopicPartition(topic, partition, first)])
-    deadline = time.monotonic() + timeout
-    next_offset = first
-    while True:
-        if time.monotonic() > deadline:
-            raise TopicReadError(
-                f"timed out reading {where} from offset {start}: nothing read for {timeout:g} s"
+_MAX_ASK = 500
+_RESETS = 3
+"""Times a read starts again at the log start (retention moving it) before it gives up."""
+METADATA_FRESH_S = 60.0
+"""How long a reader trusts that its consumer holds a topic's metadata (librdkafka keeps it
+for `metadata.max.age.ms`, 15 minutes by default)."""
+
+
+class PartitionReader:
+    """Reads committed records of one partition at a time, from any offset, with one consumer
+    reassigned from read to read (read_committed, no commits, EOF events on, an error instead
+    of a silent reset when a read starts outside the log). Not for concurrent use."""
+
+    def __init__(self, consumer_config: Mapping[str, str], *, group_id: str) -> None:
+        self.consumer = Consumer(
+            committed_reader_config(
+                consumer_config,
+                group_id,
+                {"enable.partition.eof": True, "auto.offset.reset": "error"},
+                {"fetch.wait.max.ms": 10},
             )
-        # consume() returns early only once it has `num_messages`: ask for at most what is
-        # left (markers make that an over-estimate) and keep the wait short, or every short
-        # read (a checkpoint pass makes hundreds) waits out the whole timeout once.
-        batch = consumer.consume(max(1, min(500, high - next_offset)), timeout=0.01)
-        if batch:
-            # A bound on a stalled read, not on a long one: 5,000,000 offset syncs take
-            # longer than a minute to read on a busy machine, and each read keeps going.
-            deadline = time.monotonic() + timeout
-        for msg in batch:
-            if msg.topic() != topic or msg.partition() != partition:
-                continue  # left over from an earlier assignment
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
+        )
+        self._metadata_at: dict[str, float] = {}
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        *,
+        timeout: float = READ_TIMEOUT_S,
+        end: int | None = None,
+        expect: int | None = None,
+    ) -> Iterator[Message]:
+        """Yield the committed records of one partition from offset `start` (or the log start,
+        if later) in order, up to `end` (exclusive) when the caller knows it, else up to the
+        end the read reaches (the last stable offset then); the caller may stop early.
+        `expect`, the records the caller means to take, lets it ask for exactly those (no
+        wait at the end).
+
+        No end offset is asked up front: the read ends at the partition's EOF event, and only
+        a start outside the log costs a watermark request. Raises TopicMissingError for a
+        partition that does not exist, TopicReadError naming the partition on other errors
+        and when no record comes for `timeout` seconds.
+        """
+        where = f"'{topic}' partition {partition}"
+        if end is not None and end <= start:
+            return
+        self._leader_known(topic, partition, where, timeout)
+        consumer = self.consumer
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        next_offset, taken, resets = start, 0, 0
+        while True:
+            if time.monotonic() > deadline:
+                raise TopicReadError(
+                    f"timed out reading {where} from offset {start}: nothing read for {timeout:g} s"
+                )
+            # consume() returns early only once it has `num_messages`: ask for what the caller
+            # expects or what is left (markers make that an over-estimate), and keep the wait
+            # short, or every short read (a checkpoint pass makes hundreds) waits it out.
+            left = _MAX_ASK if end is None else end - next_offset
+            if expect is not None and expect > taken:
+                left = min(left, expect - taken)
+            batch = consumer.consume(max(1, min(_MAX_ASK, left)), timeout=0.01)
+            if batch:
+                # A bound on a stalled read, not on a long one: 5,000,000 offset syncs take
+                # longer than a minute to read on a busy machine, and each read keeps going.
+                deadline = time.monotonic() + timeout
+            for msg in batch:
+                if msg.topic() != topic or msg.partition() != partition:
+                    continue  # left over from an earlier assignment
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return
+                    if error.code() != KafkaError._AUTO_OFFSET_RESET or resets >= _RESETS:
+                        raise TopicReadError(f"reading {where}: {KafkaException(error)}")
+                    # Outside the log: below its start the read begins there (the caller
+                    # sees the gap); past its end there is nothing to read.
+                    resets += 1
+                    low, high = self._bounds(topic, partition, where, timeout)
+                    if next_offset >= high or (end is not None and end <= low):
+                        return
+                    next_offset = max(next_offset, low)
+                    consumer.assign([TopicPartition(topic, partition, next_offset)])
+                    break
+                if msg.offset() < next_offset:
+                    continue
+                next_offset = msg.offset() + 1
+                taken += 1
+                yield msg
+                if end is not None and next_offset >= end:
                     return
-                raise TopicReadError(f"reading {where}: {KafkaException(error)}")
-            if msg.offset() < first:
-                continue
-            next_offset = msg.offset() + 1
-            yield msg
-            if next_offset >= high:
-                return
-        if not batch:
-            # Markers and aborted records at the tail are never delivered (see read_to_end).
-            (position,) = consumer.position([TopicPartition(topic, partition)])
-            if position.offset >= high:
-                return
+            if not batch and end is not None:
+                # Markers and aborted records at the tail are never delivered (read_to_end).
+                (position,) = consumer.position([TopicPartition(topic, partition)])
+                if position.offset >= end:
+                    return
+
+    def _leader_known(self, topic: str, partition: int, where: str, timeout: float) -> None:
+        """Ask for the topic's metadata before assigning it, unless asked recently: a consumer
+        assigned a topic it holds no metadata for looks the leader up on its once-a-second
+        topic scan, so each read would start about a second late (measured: 1-2 s per span
+        read of a checkpoint pass). A missing topic or partition is an error at once; one
+        whose leader is being elected is waited for."""
+        if time.monotonic() - self._metadata_at.get(topic, -METADATA_FRESH_S) < METADATA_FRESH_S:
+            return
+        try:
+            info = self.consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        except KafkaException as exc:
+            raise TopicReadError(f"reading {where}: {exc}") from exc
+        if info is None or (info.error is None and partition not in info.partitions):
+            raise TopicMissingError(f"reading {where}: no such partition")
+        if info.error is not None:
+            if info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise TopicMissingError(f"reading {where}: no such topic")
+            self._bounds(topic, partition, where, timeout)  # retried while the leader settles
+        self._metadata_at[topic] = time.monotonic()
+
+    def _bounds(self, topic: str, partition: int, where: str, timeout: float) -> tuple[int, int]:
+        try:
+            return watermarks(self.consumer, topic, partition, timeout=timeout)
+        except KafkaException as exc:
+            raise TopicReadError(f"reading {where}: {exc}") from exc
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self.consumer.close()
 
 
 class PartitionTail:
@@ -276,7 +339,7 @@ class PartitionTail:
         self.topic, self.partition = topic, partition
         self.records_read = 0
         """Records read over the tail's life (what its reads cost)."""
-        self._consumer = committed_consumer(consumer_config, group_id=group_id)
+        self._reader = PartitionReader(consumer_config, group_id=group_id)
         self._next = 0
 
     def read(self, timeout: float = READ_TIMEOUT_S) -> tuple[bool, Iterator[Message]]:
@@ -286,19 +349,20 @@ class PartitionTail:
         before where the tail stood): the records then start at the new topic's start, and
         the caller drops what it built from the old one. A missing topic yields nothing.
         """
-        metadata = self._consumer.list_topics(self.topic, timeout=timeout)
+        consumer = self._reader.consumer
+        metadata = consumer.list_topics(self.topic, timeout=timeout)
         info = metadata.topics.get(self.topic)
         if info is None or info.error is not None:
             return False, iter(())
-        _, end = watermarks(self._consumer, self.topic, self.partition, timeout=timeout)
+        _, end = watermarks(consumer, self.topic, self.partition, timeout=timeout)
         restarted = end < self._next
         if restarted:
             self._next = 0
-        return restarted, self._records(timeout)
+        return restarted, self._records(end, timeout)
 
-    def _records(self, timeout: float) -> Iterator[Message]:
-        for msg in read_partition_from(
-            self._consumer, self.topic, self.partition, self._next, timeout=timeout
+    def _records(self, end: int, timeout: float) -> Iterator[Message]:
+        for msg in self._reader.read(
+            self.topic, self.partition, self._next, timeout=timeout, end=end
         ):
             self._next = msg.offset() + 1
             self.records_read += 1
@@ -306,4 +370,4 @@ class PartitionTail:
 
     def close(self) -> None:
         """Release the consumer."""
-        self._consumer.close()
+        self._reader.close()

@@ -23,47 +23,39 @@ Exactness assumes equal content means the same record; a run of records identica
 value, timestamp and headers that compaction thinned differently on the two sides can shift
 the pairing by the records it lost, towards re-reading when the source lost them.
 
-Pure logic: the record streams are any iterables of (offset, digest), in offset order.
+Pure logic: the record streams are any iterables of (offset, identity), in offset order
+(`record_identity`, or anything compared by equality).
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 
+RecordIdentity = tuple[bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...]]
+"""What a copy preserves of a record, compared as is: key, value, timestamp, headers."""
 
-def record_digest(
+
+def record_identity(
     key: bytes | None,
     value: bytes | None,
     timestamp_ms: int,
     headers: Sequence[tuple[str, bytes | None]] | None,
-) -> bytes:
-    """A 16-byte digest of what a copy preserves: key, value, timestamp and headers.
+) -> RecordIdentity:
+    """What a copy preserves of a record: key, value, timestamp and headers, in order.
 
-    Null and empty differ (a length prefix of -1 marks null), and so does header order.
+    Null and empty differ (None is not b""), and so does header order; no headers and an
+    empty header list are the same. Compared by value: no hashing, since the pairing holds
+    one record per side at a time and only keeps offsets.
     """
-    digest = hashlib.blake2b(digest_size=16)
-
-    def put(data: bytes | None) -> None:
-        digest.update((-1 if data is None else len(data)).to_bytes(8, "big", signed=True))
-        if data:
-            digest.update(data)
-
-    put(key)
-    put(value)
-    digest.update(timestamp_ms.to_bytes(8, "big", signed=True))
-    for name, header_value in headers or ():
-        put(name.encode())
-        put(header_value)
-    return digest.digest()
+    return (key, value, timestamp_ms, tuple(headers) if headers else ())
 
 
 def verified_pairs(
     sync: tuple[int, int],
-    upstream: Iterable[tuple[int, bytes]],
-    downstream: Iterable[tuple[int, bytes]],
+    upstream: Iterable[tuple[int, object]],
+    downstream: Iterable[tuple[int, object]],
     *,
     until: int,
     max_records: int,
@@ -71,17 +63,17 @@ def verified_pairs(
     """The (upstream, downstream) offsets proven by pairing records from `sync` in step.
 
     `upstream` yields the committed upstream records from `sync[0]`, `downstream` those of the
-    target from `sync[1]`, as (offset, digest). Stops after the first upstream record at or
-    after `until`, at the first pair that does not verify, when either side runs out, or after
-    `max_records` pairs. The first pair must be the sync itself, or nothing is proven.
+    target from `sync[1]`, as (offset, `record_identity`). Stops after the first upstream
+    record at or after `until`, at the first pair that does not verify, when either side runs
+    out, or after `max_records` pairs. The first pair must be the sync itself, or nothing is proven.
     """
     pairs: list[tuple[int, int]] = []
-    downstream_records: Iterator[tuple[int, bytes]] = iter(downstream)
-    for up_offset, up_digest in upstream:
+    downstream_records: Iterator[tuple[int, object]] = iter(downstream)
+    for up_offset, up_identity in upstream:
         if len(pairs) >= max_records:
             break
         down = next(downstream_records, None)
-        if down is None or down[1] != up_digest:
+        if down is None or down[1] != up_identity:
             break
         if not pairs and (up_offset, down[0]) != sync:
             break  # the anchor record is gone on one side: the sync cannot be checked

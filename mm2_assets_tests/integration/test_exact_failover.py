@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
 from mm2_assets.kafka.offset_syncs import load_offset_sync_store
 from mm2_assets.kafka.remote_cluster_utils import translate_offsets
-from mm2_assets.kafka.topic_reader import committed_consumer, read_partition_from
+from mm2_assets.kafka.topic_reader import PartitionReader
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets_tests.integration.test_checkpoints import (
@@ -51,14 +51,11 @@ Log = list[tuple[int, Rec]]
 def committed_log(bootstrap: str, topic: str, partition: int) -> Log:
     """(offset, record) of every committed record of one partition, in order, from its log
     start."""
-    consumer = committed_consumer({"bootstrap.servers": bootstrap}, group_id=unique("log"))
+    reader = PartitionReader({"bootstrap.servers": bootstrap}, group_id=unique("log"))
     try:
-        return [
-            (msg.offset(), Rec.from_message(msg))
-            for msg in read_partition_from(consumer, topic, partition, 0)
-        ]
+        return [(msg.offset(), Rec.from_message(msg)) for msg in reader.read(topic, partition, 0)]
     finally:
-        consumer.close()
+        reader.close()
 
 
 def exact_position(upstream: Log, downstream: Log, group_offset: int) -> int:

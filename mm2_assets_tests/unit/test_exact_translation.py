@@ -14,14 +14,14 @@ import pytest
 
 from mm2_assets.mm2.exact_translation import (
     pairs_within,
-    record_digest,
+    record_identity,
     translate_with_pairs,
     verified_pairs,
 )
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.wire import OffsetSync
 
-Log = list[tuple[int, bytes]]
+Log = list[tuple[int, object]]
 
 
 @dataclass
@@ -53,7 +53,7 @@ def simulate(rng: random.Random, *, distinct: bool) -> Copy:
             continue
         # Few distinct contents unless asked: identical records must not confuse the pairing.
         key = str(offset if distinct else rng.randint(0, 2)).encode()
-        upstream.append((offset, record_digest(key, b"v", 1000, None)))
+        upstream.append((offset, record_identity(key, b"v", 1000, None)))
         offset += 1
     end = offset + rng.randint(0, 2)  # trailing markers
     copied = upstream[: rng.randint(0, len(upstream))]
@@ -194,7 +194,7 @@ def test_translate_with_pairs_edges() -> None:
 
 
 def test_anchor_must_be_the_sync_itself() -> None:
-    digest = record_digest(b"k", b"v", 1, None)
+    digest = record_identity(b"k", b"v", 1, None)
     # The synced source record is gone (compacted): the next one cannot be vouched for.
     assert verified_pairs((5, 50), [(6, digest)], [(50, digest)], until=9, max_records=10) == []
     assert verified_pairs((5, 50), [(5, digest)], [(50, digest)], until=9, max_records=10) == [
@@ -202,12 +202,14 @@ def test_anchor_must_be_the_sync_itself() -> None:
     ]
 
 
-def test_record_digest_tells_apart_what_a_copy_preserves() -> None:
-    base = record_digest(b"k", b"v", 1, [("h", b"1")])
-    assert record_digest(b"k", b"v", 1, [("h", b"1")]) == base
-    assert record_digest(None, b"v", 1, [("h", b"1")]) != record_digest(b"", b"v", 1, [("h", b"1")])
-    assert record_digest(b"k", None, 1, None) != record_digest(b"k", b"", 1, None)
-    assert record_digest(b"k", b"v", 2, [("h", b"1")]) != base
-    assert record_digest(b"k", b"v", 1, [("h", None)]) != base
-    assert record_digest(b"k", b"v", 1, None) == record_digest(b"k", b"v", 1, [])
-    assert record_digest(b"kv", b"", 1, None) != record_digest(b"k", b"v", 1, None)
+def test_record_identity_tells_apart_what_a_copy_preserves() -> None:
+    base = record_identity(b"k", b"v", 1, [("h", b"1")])
+    assert record_identity(b"k", b"v", 1, [("h", b"1")]) == base
+    assert record_identity(None, b"v", 1, [("h", b"1")]) != record_identity(
+        b"", b"v", 1, [("h", b"1")]
+    )
+    assert record_identity(b"k", None, 1, None) != record_identity(b"k", b"", 1, None)
+    assert record_identity(b"k", b"v", 2, [("h", b"1")]) != base
+    assert record_identity(b"k", b"v", 1, [("h", None)]) != base
+    assert record_identity(b"k", b"v", 1, None) == record_identity(b"k", b"v", 1, [])
+    assert record_identity(b"kv", b"", 1, None) != record_identity(b"k", b"v", 1, None)
