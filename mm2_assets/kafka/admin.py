@@ -113,7 +113,8 @@ def ensure_topic(
     Returns True when something was created or grown. `replication_factor` -1 means the
     broker default. A topic another process created meanwhile counts as existing.
     """
-    topics = existing if existing is not None else list_topics(admin, cluster=cluster)
+    # Just this topic's metadata: a full listing grows with the cluster (thousands of topics).
+    topics = existing if existing is not None else list_topics(admin, cluster=cluster, topic=name)
     current = topics.get(name)
     if current is None:
         futures = admin.create_topics(
