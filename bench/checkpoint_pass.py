@@ -102,20 +102,20 @@ from soak import (
     soak_properties,
 )
 
+from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.admin import admin_client
-from mm2_assets.kafka.checkpoint_store import CheckpointTail
-from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.consumer_groups import GroupOffsets, find_checkpoint_groups
-from mm2_assets.kafka.copy_task import CopyResult, run_copy_task
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.offset_syncs import OffsetSyncTail
-from mm2_assets.kafka.progress_store import close_progress_tails
-from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
-from mm2_assets.kafka.runtime import KAFKA_VERSION
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
-from mm2_assets.kafka.writer_lease import WriterLease
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.copy_task import CopyResult, run_copy_task
+from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
+from mm2_assets.stores.checkpoint_store import CheckpointTail
+from mm2_assets.stores.offset_syncs import OffsetSyncTail
+from mm2_assets.stores.progress_store import close_progress_tails
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
+from mm2_assets.stores.writer_lease import WriterLease
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_S = 1.0

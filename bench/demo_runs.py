@@ -28,7 +28,7 @@ from mm2_process import interrupt_on_sigterm, start_process_group, stop_process_
 
 from mm2_assets.demo import seed
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.launcher import running_clusters
+from mm2_assets.local.launcher import running_clusters
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -78,8 +78,8 @@ from procstat import PeakRss, TreeCpu, busy_processes, tree_rss_bytes
 from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

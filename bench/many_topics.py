@@ -78,8 +78,8 @@ from procstat import TreeCpu
 
 from mm2_assets.kafka.admin import admin_client, open_transactions
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

@@ -1,8 +1,8 @@
 """Apache MirrorMaker 2 (dedicated mode) as the benchmarks run it, and stopping process groups.
 
 One place for MM2's benchmark properties, shared by bench.py and latency.py so both measure
-the same MM2; its command line and start/stop are the package's (`mm2_assets.kafka.
-mirror_maker`, `mm2_assets.kafka.process_groups`).
+the same MM2; its command line and start/stop are the package's (`mm2_assets.local.
+mirror_maker`, `mm2_assets.local.process_groups`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 # Re-exported for the benchmarks: MM2's command line and process-group handling live in the
 # package, where the cut-over tests use them too.
-from mm2_assets.kafka.mirror_maker import mm2_command, start_mm2
-from mm2_assets.kafka.process_groups import group_members, start_process_group, stop_process_group
+from mm2_assets.local.mirror_maker import mm2_command, start_mm2
+from mm2_assets.local.process_groups import group_members, start_process_group, stop_process_group
 
 __all__ = [
     "SOURCE_ALIAS",

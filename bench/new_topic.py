@@ -44,8 +44,8 @@ from soak import PARTITIONS, create_topics, stop_daemon
 from mm2_assets.defs.replication.sensors import RECORDED_SET
 from mm2_assets.deploy.instance import init_instance
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

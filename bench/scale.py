@@ -59,10 +59,10 @@ from mm2_process import interrupt_on_sigterm
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.dagster_compat import PLANNED_EVENTS_ENV
 from mm2_assets.defs.resources import SparkResource
-from mm2_assets.kafka.launcher import LocalCluster, log_tail, start_clusters, stop_cluster
-from mm2_assets.kafka.replication_plan import plan_replication
-from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.local.launcher import LocalCluster, log_tail, start_clusters, stop_cluster
+from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
+from mm2_assets.replication.replication_plan import plan_replication
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4

@@ -122,14 +122,14 @@ from mm2_assets.kafka.admin import (
     ensure_topic,
     flow_admin,
 )
-from mm2_assets.kafka.checkpoint_store import checkpoints_topic
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.heartbeats import heartbeats_topic
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.offset_syncs import OFFSET_SYNCS_PARTITION, offset_syncs_location
-from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Heartbeat, OffsetSync, WireFormatError
+from mm2_assets.replication.heartbeats import heartbeats_topic
+from mm2_assets.stores.checkpoint_store import checkpoints_topic
+from mm2_assets.stores.offset_syncs import OFFSET_SYNCS_PARTITION, offset_syncs_location
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import Measurement, produce_workload, run_ours, run_raw, warm_up
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.runtime import KAFKA_VERSION
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.spark_settings import MASTER_ENV
 from mm2_assets.spark.standalone_cluster import StandaloneCluster, start_cluster, stop_cluster
 

@@ -40,17 +40,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm2_assets.kafka.launcher import running_clusters
-from mm2_assets.kafka.runtime import KAFKA_VERSION
 from mm2_assets.kafka.transactions import fence_transactional_ids
-from mm2_assets.kafka.writer_lease import WriterLease, check_lease
+from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.stores.writer_lease import WriterLease, check_lease
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 HOLDER = """
 import sys, time
-from mm2_assets.kafka.writer_lease import WriterLease
+from mm2_assets.stores.writer_lease import WriterLease
 from mm2_assets.mm2.config import load_mm2_config
 flow = load_mm2_config(sys.argv[1]).flows[0]
 lease = WriterLease(flow, slots=4, what="bench holder")

@@ -8,12 +8,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mm2_assets.checkpointing.remote_cluster_utils import register_cli as register_translate_offsets
 from mm2_assets.deploy.instance import register_cli as register_instance
 from mm2_assets.deploy.postgres import PostgresError
 from mm2_assets.deploy.postgres import register_cli as register_postgres
-from mm2_assets.kafka import launcher, runtime
 from mm2_assets.kafka.reachability import ClusterAuthenticationError
-from mm2_assets.kafka.remote_cluster_utils import register_cli as register_translate_offsets
+from mm2_assets.local import launcher, runtime
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError, UsageError
 from mm2_assets.mm2.flow_settings import reference
 from mm2_assets.mm2.settings import replace_reference_block
@@ -38,7 +38,7 @@ def _kafka_up(args: argparse.Namespace) -> int:
     aliases = [a.strip() for a in args.clusters.split(",") if a.strip()]
     security = None
     if args.sasl_user or args.tls:
-        from mm2_assets.kafka.broker_security import BrokerSecurity, generated_users
+        from mm2_assets.local.broker_security import BrokerSecurity, generated_users
 
         # Clusters started together share passwords; a restart keeps them (SCRAM credentials
         # live in the formatted data dir).
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_kafka_commands(commands: argparse._SubParsersAction) -> None:
     """`kafka up|down|status|fetch`: the local KRaft clusters."""
-    # Not kafka.service_commands.add_service_commands: `kafka` has its own `status` help and
+    # Not local.service_commands.add_service_commands: `kafka` has its own `status` help and
     # a fourth command, `fetch`.
     kafka = commands.add_parser("kafka", help="local Apache Kafka clusters (KRaft)")
     kafka_commands = kafka.add_subparsers(dest="kafka_command", required=True)

@@ -26,12 +26,12 @@ from mm2_assets.defs.replication.sensors import InProcessTopicListener
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
-from mm2_assets.kafka.replication_plan import ReplicationPlan
-from mm2_assets.kafka.replication_state import adoption_lines, recreation_warnings
-from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.errors import UsageError
 from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
+from mm2_assets.replication.replication_plan import ReplicationPlan
+from mm2_assets.replication.replication_state import adoption_lines, recreation_warnings
+from mm2_assets.replication.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.spark.driver_jvm import stop_session
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets.spark.job import spark_slots

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.kafka.launcher import LocalCluster, running_clusters
-from mm2_assets.kafka.progress_store import close_progress_tails
+from mm2_assets.local.launcher import LocalCluster, running_clusters
+from mm2_assets.stores.progress_store import close_progress_tails
 from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 
 # Modules that take longest, first: a worker that starts one late would finish last. (Measured

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets_tests.cli_helpers import ROOT
 
 

@@ -21,15 +21,15 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm2_assets.kafka.launcher import (
+from mm2_assets.local.launcher import (
     LocalCluster,
     kill_cluster,
     restart_cluster,
     start_clusters,
     stop_cluster,
 )
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_decoded
 from mm2_assets.mm2.wire import Heartbeat
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, read_decoded
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Which runs of a flow Dagster runs at the same time: its own concurrency pools keep the queue
 short. Exactly-once does not rest on them: whatever launched it, a copy holds the flow's writer
-lease first (`kafka.writer_lease`), which lets one writer copy at a time and fences every
+lease first (`stores.writer_lease`), which lets one writer copy at a time and fences every
 earlier one; a pass that cannot get the lease fails naming the holder.
 
 Every step that copies records of a flow belongs to the flow's replication pool

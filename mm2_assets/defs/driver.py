@@ -63,8 +63,8 @@ from mm2_assets.defs.run_requests import (
     run_tags,
     work_history,
 )
-from mm2_assets.kafka.replication_state import LagSnapshot
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.replication_state import LagSnapshot
 
 
 def in_grace(

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mm2_assets.kafka.launcher import free_port_pairs, log_tail, pid_alive, port_is_free
-from mm2_assets.kafka.service_commands import add_service_commands, report_status
+from mm2_assets.local.launcher import free_port_pairs, log_tail, pid_alive, port_is_free
+from mm2_assets.local.service_commands import add_service_commands, report_status
 from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import descendants
 

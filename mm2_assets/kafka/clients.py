@@ -17,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from mm2_assets.kafka.client_properties import (
+from mm2_assets.mm2.client_properties import (
     PROPERTY_TABLE,
     RDKAFKA_PASSTHROUGH_PREFIX,
     ClientPropertyError,
@@ -25,7 +25,7 @@ from mm2_assets.kafka.client_properties import (
     DropRule,
     RenameRule,
 )
-from mm2_assets.kafka.client_security import SECURITY_PROTOCOLS, translate_sasl, translate_ssl
+from mm2_assets.mm2.client_security import SECURITY_PROTOCOLS, translate_sasl, translate_ssl
 from mm2_assets.mm2.client_settings import ROLES, Role, is_client_config_name
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig, MM2Config, Side, load_mm2_config
 from mm2_assets.mm2.errors import MM2ConfigError

@@ -3,8 +3,8 @@
 MM2's own notion (`MirrorClientConfig`, `MirrorMakerConfig.clusterProps`): bootstrap and
 security settings are handed to every client of a cluster, everything else is set per role
 under `admin.`/`consumer.`/`producer.`. The config model needs this to build the Java client
-properties; turning those into librdkafka settings is the Kafka layer's job
-(`mm2_assets.kafka.client_properties`).
+properties; `mm2_assets.mm2.client_properties` turns those into librdkafka settings,
+which `mm2_assets.kafka.clients` hands to the clients.
 
 Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
 """

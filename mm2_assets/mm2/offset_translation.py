@@ -208,7 +208,7 @@ class OffsetSyncStore:
 
 class DownstreamTranslator(Protocol):
     """Anything that answers `translate_downstream` as `OffsetSyncStore` does (e.g. the
-    exact, record-pairing `kafka.exact_offsets.ExactOffsetTranslator`)."""
+    exact, record-pairing `stores.exact_offsets.ExactOffsetTranslator`)."""
 
     def translate_downstream(
         self, group: str | None, topic_partition: tuple[str, int], upstream_offset: int

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mm2_assets.kafka.runtime import cache_root, find_java
+from mm2_assets.local.runtime import cache_root, find_java
 
 # The driver JVM of a local session only schedules tasks (records never pass through it), so
 # the C1 compiler alone serves it well and saves ~1 s of compilation at start-up.

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mm2_assets.kafka.launcher import (
+from mm2_assets.local.launcher import (
     die_with_parent,
     free_port_pairs,
     log_tail,
@@ -35,8 +35,8 @@ from mm2_assets.kafka.launcher import (
     port_is_free,
     terminate,
 )
-from mm2_assets.kafka.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
-from mm2_assets.kafka.service_commands import add_service_commands, report_status
+from mm2_assets.local.runtime import KafkaRuntimeError, cache_root, find_java, require_tool
+from mm2_assets.local.service_commands import add_service_commands, report_status
 from mm2_assets.spark import state_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mm2_assets.kafka.runtime import cache_root
+from mm2_assets.local.runtime import cache_root
 
 # uuid5 namespace of the shared sessions' ids (any fixed UUID; this one is ours).
 SESSION_NAMESPACE = uuid.UUID("7b1e6c1e-2f0c-4d0e-9a55-6d6d32617373")

@@ -15,7 +15,7 @@ Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark 
   topic config sync, each on its MM2 interval, reported as it happens;
 - fails (raises `FollowerError`) when the copy job fails, so its host restarts it.
 
-Before it copies, it holds the flow's writer lease (`kafka.writer_lease`): while another writer
+Before it copies, it holds the flow's writer lease (`stores.writer_lease`): while another writer
 (a pass, another follower) holds it, the follower waits as a standby, and it fails when the
 lease is taken over. Stopping (`stop` set, Ctrl-C, SIGTERM in the host) cancels the job,
 fences its tasks, so no transaction stays open, and gives the lease up. Nothing here imports
@@ -36,27 +36,27 @@ from typing import Any, Protocol
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, PassSteps, emit_checkpoints
+from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
-from mm2_assets.kafka.checkpoint_clients import CheckpointClients
-from mm2_assets.kafka.checkpoint_store import CheckpointTail
-from mm2_assets.kafka.checkpoint_task import CheckpointRun, PassSteps, emit_checkpoints
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
-from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
-from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat
-from mm2_assets.kafka.offset_syncs import OffsetSyncTail
-from mm2_assets.kafka.progress_store import ProgressTracker
-from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
-from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.kafka.topic_listing import list_replicated_set
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
-from mm2_assets.kafka.writer_lease import WriterLease
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
+from mm2_assets.replication.heartbeats import HeartbeatEmission, emit_heartbeat
+from mm2_assets.replication.replication_plan import ReplicationPlan, assign_tasks, plan_replication
+from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
 from mm2_assets.spark.job import writer_slots
+from mm2_assets.stores.checkpoint_clients import CheckpointClients
+from mm2_assets.stores.checkpoint_store import CheckpointTail
+from mm2_assets.stores.offset_syncs import OffsetSyncTail
+from mm2_assets.stores.progress_store import ProgressTracker
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
+from mm2_assets.stores.writer_lease import WriterLease
 
 LAYOUT_ATTEMPTS = 5
 """With nothing copying (the old layout stopped, the new one failed to start), the follower

@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from mm2_assets.kafka.copy_task import CopyTaskSpec
-from mm2_assets.kafka.writer_lease import WriterLease
+from mm2_assets.replication.copy_task import CopyTaskSpec
 from mm2_assets.spark.job import is_spark_connect, run_copy_tasks
+from mm2_assets.stores.writer_lease import WriterLease
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
-from mm2_assets.kafka.copy_task import CopyResult, CopyTaskSpec, run_copy_task
-from mm2_assets.kafka.replication_plan import spread
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.copy_task import CopyResult, CopyTaskSpec, run_copy_task
+from mm2_assets.replication.replication_plan import spread
 from mm2_assets.spark.executor_identity import executor_identity
 
 if TYPE_CHECKING:

@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mm2_assets.kafka.launcher import die_with_parent, free_port_pairs, log_tail, port_is_free
-from mm2_assets.kafka.runtime import find_java
-from mm2_assets.kafka.service_commands import add_service_commands, report_status
+from mm2_assets.local.launcher import die_with_parent, free_port_pairs, log_tail, port_is_free
+from mm2_assets.local.runtime import find_java
+from mm2_assets.local.service_commands import add_service_commands, report_status
 from mm2_assets.spark import state_file
 from mm2_assets.spark.connect_server import (
     accepts_connections,

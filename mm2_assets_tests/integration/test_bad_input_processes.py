@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets_tests.cli_helpers import run_cli, run_process
 
 pytestmark = pytest.mark.integration

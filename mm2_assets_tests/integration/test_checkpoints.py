@@ -17,25 +17,25 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.checkpoints.assets import checkpoint_assets
-from mm2_assets.defs.heartbeats.assets import heartbeats_asset
-from mm2_assets.kafka.checkpoint_store import read_checkpoints
-from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
-from mm2_assets.kafka.heartbeats import (
-    heartbeat_topics,
-    replication_hops,
-    upstream_clusters,
-)
-from mm2_assets.kafka.offset_syncs import load_offset_sync_store
-from mm2_assets.kafka.remote_cluster_utils import (
+from mm2_assets.checkpointing.remote_cluster_utils import (
     register_cli,
     remote_consumer_offsets,
     translate_offsets,
 )
-from mm2_assets.kafka.topic_reader import read_to_end
+from mm2_assets.definitions import build_definitions
+from mm2_assets.defs.checkpoints.assets import checkpoint_assets
+from mm2_assets.defs.heartbeats.assets import heartbeats_asset
 from mm2_assets.mm2.config import FlowConfig, MM2Config, load_mm2_config
 from mm2_assets.mm2.wire import Checkpoint, Heartbeat
+from mm2_assets.replication.heartbeats import (
+    heartbeat_topics,
+    replication_hops,
+    upstream_clusters,
+)
+from mm2_assets.stores.checkpoint_store import read_checkpoints
+from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
+from mm2_assets.stores.offset_syncs import load_offset_sync_store
+from mm2_assets.stores.topic_reader import read_to_end
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,

@@ -40,7 +40,7 @@ from mm2_assets.deploy.postgres import (
     stop_postgres,
 )
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.launcher import free_port_pairs, pid_alive
+from mm2_assets.local.launcher import free_port_pairs, pid_alive
 from mm2_assets.mm2.config import CONFIG_ENV
 from mm2_assets.spark.connect_server import descendants
 from mm2_assets_tests.cli_helpers import ROOT, run_process

@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
-from mm2_assets.kafka.offset_syncs import load_offset_sync_store
-from mm2_assets.kafka.remote_cluster_utils import translate_offsets
-from mm2_assets.kafka.topic_reader import PartitionReader
+from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
+from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
+from mm2_assets.stores.offset_syncs import load_offset_sync_store
+from mm2_assets.stores.topic_reader import PartitionReader
 from mm2_assets_tests.integration.test_checkpoints import (
     checkpoint_and_sync,
     committed,

@@ -19,8 +19,8 @@ from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.replication_plan import ReplicationPlan
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
+from mm2_assets.replication.replication_plan import ReplicationPlan
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.cli_helpers import ROOT

@@ -8,14 +8,6 @@ import pytest
 from confluent_kafka import Producer
 
 from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
-from mm2_assets.kafka.checkpoint_store import CheckpointTail, checkpoints_topic, read_checkpoints
-from mm2_assets.kafka.offset_syncs import (
-    OffsetSyncTail,
-    load_offset_sync_store,
-    offset_syncs_location,
-)
-from mm2_assets.kafka.progress_store import read_flow_progress, tailed_flow_progress
-from mm2_assets.kafka.topic_reader import read_decoded
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
@@ -24,6 +16,14 @@ from mm2_assets.mm2.progress import (
     progress_topic,
 )
 from mm2_assets.mm2.wire import Checkpoint, Heartbeat, OffsetSync
+from mm2_assets.stores.checkpoint_store import CheckpointTail, checkpoints_topic, read_checkpoints
+from mm2_assets.stores.offset_syncs import (
+    OffsetSyncTail,
+    load_offset_sync_store,
+    offset_syncs_location,
+)
+from mm2_assets.stores.progress_store import read_flow_progress, tailed_flow_progress
+from mm2_assets.stores.topic_reader import read_decoded
 from mm2_assets_tests.kafka_helpers import Rec, create_filled_topic, create_topic, recent_ms, unique
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ def test_read_decoded_skips_tombstones_and_counts_undecodable_records(
             *(Rec(0, b"junk", b"junk", (), ts) for _ in range(5)),
         ],
     )
-    with caplog.at_level(logging.WARNING, logger="mm2_assets.kafka.topic_reader"):
+    with caplog.at_level(logging.WARNING, logger="mm2_assets.stores.topic_reader"):
         decoded = list(
             read_decoded(
                 {"bootstrap.servers": backup}, topic, Heartbeat.from_record, what="heartbeats"

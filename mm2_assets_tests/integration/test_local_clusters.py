@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mm2_assets.kafka.launcher import LauncherError, launch_cluster
+from mm2_assets.local.launcher import LauncherError, launch_cluster
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
@@ -58,7 +58,7 @@ def test_taken_port_is_a_clear_error(kafka_clusters, tmp_path) -> None:
 def test_storage_formats_with_a_cluster_id_starting_with_a_dash(monkeypatch, tmp_path) -> None:
     # Regression: about 1 in 32 random KRaft cluster ids starts with '-'; the real storage
     # tool must still take it as the id, not as an option.
-    from mm2_assets.kafka import launcher
+    from mm2_assets.local import launcher
 
     monkeypatch.setattr(launcher, "_cluster_id", lambda: "-MkU3OEVBNTcwNTJENDM2Qk")
     props = tmp_path / "server.properties"

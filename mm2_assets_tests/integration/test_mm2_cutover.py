@@ -23,11 +23,11 @@ import dagster as dg
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mm2_assets.kafka.mirror_maker import start_mm2
-from mm2_assets.kafka.mm2_adoption import read_connect_offsets
-from mm2_assets.kafka.process_groups import group_members, stop_process_group
-from mm2_assets.kafka.replication_state import measure_lag
+from mm2_assets.local.mirror_maker import start_mm2
+from mm2_assets.local.process_groups import group_members, stop_process_group
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
+from mm2_assets.replication.mm2_adoption import read_connect_offsets
+from mm2_assets.replication.replication_state import measure_lag
 from mm2_assets_tests.integration.test_checkpoints import (
     checkpoint_and_sync,
     consume_and_commit,

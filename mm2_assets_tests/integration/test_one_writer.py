@@ -23,9 +23,9 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.writer_lease import current_lease
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.mm2.writer_lease import writer_transactional_id
+from mm2_assets.stores.writer_lease import current_lease
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.dagster_dev import DagsterDev
 from mm2_assets_tests.integration.test_follower import (

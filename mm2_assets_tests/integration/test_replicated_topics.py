@@ -17,13 +17,13 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.dagster_compat import PLANNED_EVENTS_ENV, planned_partitions
 from mm2_assets.defs.run_requests import partition_range_request
-from mm2_assets.kafka.offset_syncs import offset_syncs_location
-from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import progress_topic
 from mm2_assets.mm2.wire import OffsetSync
 from mm2_assets.mm2.writer_lease import writer_transactional_id
+from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
 from mm2_assets.spark.job import run_copy_tasks
+from mm2_assets.stores.offset_syncs import offset_syncs_location
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.kafka_helpers import (
     Rec,
@@ -126,7 +126,7 @@ def test_offset_syncs_map_upstream_to_downstream_offsets(
     defs, flow = flow_defs(write_mm2_config("offset-syncs.topic.location = target\n"))
     materialize_topics(defs, flow.key, [topic], spark_resource)
 
-    from mm2_assets.kafka.topic_reader import read_to_end
+    from mm2_assets.stores.topic_reader import read_to_end
 
     syncs = [
         OffsetSync.from_record(m.key(), m.value())
@@ -392,9 +392,9 @@ def test_materialize_through_the_dagster_cli(primary, backup, write_mm2_config, 
 
 CRASHING_COPY = """
 import sys
-from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
+from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
 from mm2_assets.mm2.config import load_mm2_config
-from mm2_assets.kafka.copy_task import run_copy_task
+from mm2_assets.replication.copy_task import run_copy_task
 
 flow = load_mm2_config(sys.argv[1]).flows[0]
 plan = plan_replication(flow, [sys.argv[2]])

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets_tests.cli_helpers import DEMO_PORTS, ROOT, port_taken, run_process
 
 pytestmark = pytest.mark.integration

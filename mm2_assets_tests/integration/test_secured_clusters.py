@@ -25,12 +25,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from mm2_assets.defs.heartbeats.assets import heartbeats_asset
-from mm2_assets.kafka.broker_security import BrokerSecurity
-from mm2_assets.kafka.checkpoint_store import read_checkpoints
 from mm2_assets.kafka.clients import cluster_client_config, load_checked_config
-from mm2_assets.kafka.launcher import LocalCluster, running_clusters
 from mm2_assets.kafka.reachability import ClusterAuthenticationError, verify_cluster_access
+from mm2_assets.local.broker_security import BrokerSecurity
+from mm2_assets.local.launcher import LocalCluster, running_clusters
 from mm2_assets.mm2.config import CONFIG_ENV
+from mm2_assets.stores.checkpoint_store import read_checkpoints
 from mm2_assets_tests.cli_helpers import run_cli
 from mm2_assets_tests.dagster_dev import DagsterDev
 from mm2_assets_tests.kafka_helpers import (

@@ -11,12 +11,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.copy_task import CopyError, run_copy_task
-from mm2_assets.kafka.remote_cluster_utils import translate_offsets
-from mm2_assets.kafka.replication_plan import assign_tasks, plan_replication
-from mm2_assets.kafka.replication_state import measure_lag
 from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.replication.copy_task import CopyError, run_copy_task
+from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
+from mm2_assets.replication.replication_state import measure_lag
 from mm2_assets.spark.job import run_copy_tasks
 from mm2_assets_tests.integration.test_checkpoints import assets_by_name, run_asset, set_offsets
 from mm2_assets_tests.integration.test_follower import (

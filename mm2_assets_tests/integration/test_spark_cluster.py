@@ -19,7 +19,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from mm2_assets.kafka.launcher import pid_alive
+from mm2_assets.local.launcher import pid_alive
 from mm2_assets.spark.connect_server import descendants
 from mm2_assets.spark.standalone_cluster import (
     StandaloneCluster,

@@ -32,7 +32,7 @@ from mm2_assets.defs.dagster_compat import latest_check_passed
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG, CHECK_TARGET_TOPICS
 from mm2_assets.demo import DEMO_TOPICS, demo_properties, seed
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.launcher import LocalCluster
+from mm2_assets.local.launcher import LocalCluster
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets_tests.cli_helpers import ROOT, run_cli
 from mm2_assets_tests.dagster_dev import DagsterDev

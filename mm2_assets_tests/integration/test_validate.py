@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets_tests.cli_helpers import run_process
 from mm2_assets_tests.kafka_helpers import create_topic, mm2_properties, unique, without_heartbeats
 

@@ -21,7 +21,7 @@ import pytest
 
 from mm2_assets import cli
 from mm2_assets.definitions import load_definitions
-from mm2_assets.kafka.launcher import free_port_pairs
+from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets.mm2.alerting import Alert, AlertSink
 from mm2_assets.mm2.client_settings import bootstrap_addresses, is_legal_name_part
 from mm2_assets.mm2.config import load_mm2_config

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.cli import build_parser
-from mm2_assets.kafka.broker_security import (
+from mm2_assets.local.broker_security import (
     BrokerSecurity,
     BrokerSecurityError,
     generated_users,

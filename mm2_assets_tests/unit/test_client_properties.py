@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.kafka.client_properties import PROPERTY_TABLE, ClientPropertyError
-from mm2_assets.kafka.client_security import parse_jaas_config
 from mm2_assets.kafka.clients import translate
+from mm2_assets.mm2.client_properties import PROPERTY_TABLE, ClientPropertyError
+from mm2_assets.mm2.client_security import parse_jaas_config
 from mm2_assets.mm2.frozen import FrozenMapping
 from mm2_assets.mm2.secrets import HIDDEN
 

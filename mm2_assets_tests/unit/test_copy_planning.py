@@ -7,17 +7,17 @@ from array import array
 
 import pytest
 
-from mm2_assets.kafka.copy_task import CopyTaskSpec, PartitionRange
-from mm2_assets.kafka.offset_sync_writer import (
-    _offset_syncs_by_scan,
-    offset_syncs_for_batch,
-    throttle_offset_syncs,
-)
-from mm2_assets.kafka.replication_plan import spread
 from mm2_assets.mm2.backoff import RunOutcome, failure_streak, restart_delay
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
+from mm2_assets.replication.copy_task import CopyTaskSpec, PartitionRange
+from mm2_assets.replication.offset_sync_writer import (
+    _offset_syncs_by_scan,
+    offset_syncs_for_batch,
+    throttle_offset_syncs,
+)
+from mm2_assets.replication.replication_plan import spread
 
 
 def test_contiguous_batch_syncs_first_last_and_every_lag_max() -> None:

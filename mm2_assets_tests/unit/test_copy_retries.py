@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from mm2_assets.kafka import copy_task
-from mm2_assets.kafka.copy_task import (
+from mm2_assets.replication import copy_task
+from mm2_assets.replication.copy_task import (
     FOLLOWER_ATTEMPTS,
     CopyError,
     CopyTaskSpec,
     PartitionRange,
     run_copy_task,
 )
-from mm2_assets.kafka.writer_lease import WriterLeaseLost
+from mm2_assets.stores.writer_lease import WriterLeaseLost
 
 FOLLOWING = CopyTaskSpec(
     flow="primary->backup",

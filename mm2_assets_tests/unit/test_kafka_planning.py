@@ -1,5 +1,5 @@
-"""Driver-side planning decisions in mm2_assets.kafka. The plan test stubs the cluster calls
-because a describe-configs failure cannot be provoked on the unsecured test brokers."""
+"""Driver-side planning decisions of replication and checkpointing. The plan test stubs the cluster
+calls because a describe-configs failure cannot be provoked on the unsecured test brokers."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from mm2_assets.kafka import replication_plan, replication_state
+from mm2_assets.checkpointing.checkpoint_task import plan_checkpoints
 from mm2_assets.kafka.admin import TopicInfo, WantedTopic
-from mm2_assets.kafka.checkpoint_task import plan_checkpoints
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.offset_translation import OffsetSyncStore, checkpoints_for_group
 from mm2_assets.mm2.topic_configs import ConfigSource, TopicConfigEntry
 from mm2_assets.mm2.wire import OffsetAndMetadata, OffsetSync, TopicPartition
+from mm2_assets.replication import replication_plan, replication_state
 from mm2_assets.spark import class_archive
 
 PROPERTIES = """\

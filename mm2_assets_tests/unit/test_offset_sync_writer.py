@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from array import array
 
-from mm2_assets.kafka.offset_sync_writer import OffsetSyncWriter
 from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.replication.offset_sync_writer import OffsetSyncWriter
 
 KEY = ("orders", 3)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mm2_assets.defs.replication.follower import config_topics_to_record
 from mm2_assets.defs.replication.report_cadence import CountCadence, MaterializeCadence
-from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.mm2.topic_configs import TopicConfigDiff
+from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.spark.follower import FollowerWindow, PartitionWindow
 
 

@@ -209,7 +209,7 @@ class TestLineage:
 
 
 def test_hops_by_upstream_from_heartbeats_topic_names() -> None:
-    from mm2_assets.kafka.heartbeats import hops_by_upstream
+    from mm2_assets.replication.heartbeats import hops_by_upstream
 
     policy = DefaultReplicationPolicy()
     policy.configure({})

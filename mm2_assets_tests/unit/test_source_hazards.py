@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mm2_assets.kafka.copy_task import CopyResult
-from mm2_assets.kafka.replication_state import PartitionState, recreation_warnings
-from mm2_assets.kafka.source_hazards import hazard_warnings, source_hazards
 from mm2_assets.mm2.progress import Progress, is_other_incarnation
+from mm2_assets.replication.copy_task import CopyResult
+from mm2_assets.replication.replication_state import PartitionState, recreation_warnings
+from mm2_assets.replication.source_hazards import hazard_warnings, source_hazards
 
 
 def progress(next_offset: int, topic_id: str | None) -> Progress:

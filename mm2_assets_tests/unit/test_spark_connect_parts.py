@@ -106,7 +106,7 @@ def test_package_zip_is_importable_and_wins_over_an_installed_copy(tmp_path: Pat
     # What a Spark worker does with a pyfile: put it first on sys.path, then unpickle tasks.
     probe = (
         "import sys; sys.path.insert(1, sys.argv[1]); "
-        "import mm2_assets.spark.job, mm2_assets.kafka.copy_task; print(mm2_assets.__file__)"
+        "import mm2_assets.spark.job, mm2_assets.replication.copy_task; print(mm2_assets.__file__)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(package)],

@@ -11,8 +11,8 @@ from mm2_assets.defs.health.watch import (
     stalled_partitions,
     unavailable_alerts,
 )
-from mm2_assets.kafka.replication_state import LagSnapshot, PartitionState
 from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.replication.replication_state import LagSnapshot, PartitionState
 from mm2_assets_tests.kafka_helpers import mm2_properties
 
 

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, emit_checkpoints
+from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.defs.health.freshness import flow_freshness
 from mm2_assets.defs.metadata import disabled_result, flow_tags, table_metadata
-from mm2_assets.kafka.checkpoint_store import checkpoints_topic
-from mm2_assets.kafka.checkpoint_task import CheckpointRun, emit_checkpoints
-from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.stores.checkpoint_store import checkpoints_topic
 
 _CHECKPOINT_COLUMNS = {
     "group": "string",

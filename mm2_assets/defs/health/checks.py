@@ -19,8 +19,8 @@ from mm2_assets.defs.health.verdicts import (
     evaluate_target_topics,
     lag_thresholds,
 )
-from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
 
 
 def evaluate_flow_health(

@@ -1,6 +1,6 @@
 """The verdicts of a flow's health checks: replication lag, target topics, checkpoints.
 
-Each verdict is computed from Kafka measurements (see `mm2_assets.kafka.replication_state`)
+Each verdict is computed from Kafka measurements (see `mm2_assets.replication.replication_state`)
 and, where it helps, what Dagster remembers of the assets. The checks run in two ways:
 
 - as one executable multi-asset check per flow (`flow_health_checks`), so "Execute checks"
@@ -35,10 +35,10 @@ import dagster as dg
 
 from mm2_assets.defs.history import last_materialized
 from mm2_assets.kafka.admin import flow_admin, list_topics
-from mm2_assets.kafka.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
-from mm2_assets.kafka.replication_state import LagSnapshot, oldest_unreplicated_timestamps
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.replication_state import LagSnapshot, oldest_unreplicated_timestamps
+from mm2_assets.stores.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
 
 CHECK_LAG = "replication_lag"
 CHECK_TARGET_TOPICS = "target_topics_present"

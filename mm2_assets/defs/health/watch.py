@@ -31,10 +31,10 @@ from mm2_assets.defs.health.checks import evaluate_flow_health
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S, verify_cluster_access
-from mm2_assets.kafka.replication_state import LagSnapshot, measure_lag
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.plugins import call_with_timeout
+from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
 
 PROBE_TIMEOUT_S = UNANSWERED_AFTER_S
 """How long a cluster may take to answer a metadata request before it counts as unreachable."""

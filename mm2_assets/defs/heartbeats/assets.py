@@ -13,8 +13,8 @@ import dagster as dg
 from mm2_assets.defs.health.freshness import flow_freshness
 from mm2_assets.defs.metadata import disabled_result, flow_tags
 from mm2_assets.kafka.admin import flow_admin, list_topics
-from mm2_assets.kafka.heartbeats import HeartbeatEmission, emit_heartbeat, hops_by_upstream
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.heartbeats import HeartbeatEmission, emit_heartbeat, hops_by_upstream
 
 
 def emission_metadata(emission: HeartbeatEmission) -> dict[str, object]:

@@ -13,17 +13,17 @@ from mm2_assets.defs.metadata import flow_tags, partition_materializations, tabl
 from mm2_assets.defs.resources import SparkResource
 from mm2_assets.defs.run_requests import requested_partitions
 from mm2_assets.kafka.admin import end_offsets, flow_admin
-from mm2_assets.kafka.copy_task import CopyResult
-from mm2_assets.kafka.replication_plan import ReplicationPlan, assign_tasks, plan_replication
-from mm2_assets.kafka.replication_state import (
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.copy_task import CopyResult
+from mm2_assets.replication.replication_plan import ReplicationPlan, assign_tasks, plan_replication
+from mm2_assets.replication.replication_state import (
     PartitionState,
     adoption_lines,
     recreation_warnings,
 )
-from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings, source_hazards
-from mm2_assets.kafka.writer_lease import WriterBusy, WriterLease
-from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.source_hazards import SourceHazards, hazard_warnings, source_hazards
 from mm2_assets.spark.job import executors_of, run_copy_tasks, writer_slots
+from mm2_assets.stores.writer_lease import WriterBusy, WriterLease
 
 
 def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) -> dg.AssetSpec:

@@ -29,6 +29,8 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.checkpointing.checkpoint_task import CheckpointRun
+from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.concurrency import replication_pool
@@ -52,14 +54,12 @@ from mm2_assets.defs.run_requests import (
     work_history,
 )
 from mm2_assets.defs.topic_configs.assets import sync_metadata, topic_metadata
-from mm2_assets.kafka.checkpoint_task import CheckpointRun
-from mm2_assets.kafka.group_offset_sync import GroupOffsetSyncRun
-from mm2_assets.kafka.heartbeats import HeartbeatEmission
-from mm2_assets.kafka.replication_plan import ReplicationPlan
-from mm2_assets.kafka.source_hazards import SourceHazards, hazard_warnings
-from mm2_assets.kafka.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.heartbeats import HeartbeatEmission
+from mm2_assets.replication.replication_plan import ReplicationPlan
+from mm2_assets.replication.source_hazards import SourceHazards, hazard_warnings
+from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 
 PID_TAG = "mm2-assets/follower-pid"

@@ -2,7 +2,7 @@
 
 One asset per flow, partitioned like `replicated_topics` (one partition per source topic) and
 run as one multi-partition run. It does what MM2's MirrorSourceConnector does on its
-`sync.topic.configs.interval.seconds` schedule (see `mm2_assets.kafka.topic_config_sync`).
+`sync.topic.configs.interval.seconds` schedule (see `mm2_assets.replication.topic_config_sync`).
 """
 
 # No `from __future__ import annotations`: Dagster checks the `context` annotation as an object.
@@ -15,12 +15,12 @@ import dagster as dg
 from mm2_assets.defs.health.freshness import flow_freshness
 from mm2_assets.defs.metadata import flow_tags, partition_materializations, table_metadata
 from mm2_assets.defs.run_requests import requested_partitions
-from mm2_assets.kafka.topic_config_sync import (
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.replication.topic_config_sync import (
     TopicConfigSyncError,
     TopicConfigSyncResult,
     sync_topic_configs,
 )
-from mm2_assets.mm2.config import FlowConfig
 
 _TOPIC_COLUMNS = {
     "topic": "string",

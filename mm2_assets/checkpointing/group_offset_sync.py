@@ -25,7 +25,6 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import KafkaAdminError, flow_admin
-from mm2_assets.kafka.checkpoint_store import checkpoints_topic, read_checkpoints
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import (
     ACTIVE_GROUP_ERRORS,
@@ -36,9 +35,10 @@ from mm2_assets.kafka.consumer_groups import (
     list_group_offsets,
     result_with_retry,
 )
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
+from mm2_assets.stores.checkpoint_store import checkpoints_topic, read_checkpoints
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicReadError
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mm2_assets.kafka.broker_security import (
+from mm2_assets.local.broker_security import (
     BrokerSecurity,
     ensure_tls_material,
     listener_properties,
     write_credentials_file,
     write_private,
 )
-from mm2_assets.kafka.runtime import classpath, java_executable, log4j_config
+from mm2_assets.local.runtime import classpath, java_executable, log4j_config
 
 STATE_FILE = "clusters.json"
 DEFAULT_BASE_PORT = 19092

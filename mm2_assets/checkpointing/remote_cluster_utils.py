@@ -20,15 +20,8 @@ import sys
 from collections.abc import Mapping
 
 from mm2_assets.kafka.admin import KafkaAdminError
-from mm2_assets.kafka.checkpoint_store import read_checkpoints
 from mm2_assets.kafka.clients import cluster_client_config, load_checked_config
-from mm2_assets.kafka.heartbeats import (
-    heartbeat_topics,
-    replication_hops,
-    upstream_clusters,
-)
 from mm2_assets.kafka.reachability import ClusterAuthenticationError, probe_clusters
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicReadError
 from mm2_assets.mm2.config import MM2Config, config_path_argument
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError
 from mm2_assets.mm2.policy import (
@@ -37,6 +30,13 @@ from mm2_assets.mm2.policy import (
     load_replication_policy,
 )
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
+from mm2_assets.replication.heartbeats import (
+    heartbeat_topics,
+    replication_hops,
+    upstream_clusters,
+)
+from mm2_assets.stores.checkpoint_store import read_checkpoints
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicReadError
 
 __all__ = [
     "heartbeat_topics",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from mm2_assets.kafka.process_groups import start_process_group
-from mm2_assets.kafka.runtime import classpath, java_executable, log4j_config
+from mm2_assets.local.process_groups import start_process_group
+from mm2_assets.local.runtime import classpath, java_executable, log4j_config
 
 
 def mm2_command(config: Path) -> list[str]:

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.topic_reader import (
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
+from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.stores.topic_reader import (
     READ_TIMEOUT_S,
     PartitionTail,
     decoded_records,
     read_decoded,
 )
-from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.offset_translation import DEFAULT_RECENT_SYNCS_PER_PARTITION, OffsetSyncStore
-from mm2_assets.mm2.wire import OffsetSync
 
 OFFSET_SYNCS_PARTITION = 0
 """MM2 writes every offset sync of a flow to partition 0 (MirrorSourceTask/OffsetSyncWriter)."""

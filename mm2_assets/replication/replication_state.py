@@ -17,10 +17,10 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config, committed_reader_config
-from mm2_assets.kafka.mm2_adoption import adopt_mm2_positions
-from mm2_assets.kafka.progress_store import PartitionKey, read_flow_progress, tailed_flow_progress
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import Progress, is_other_incarnation
+from mm2_assets.replication.mm2_adoption import adopt_mm2_positions
+from mm2_assets.stores.progress_store import PartitionKey, read_flow_progress, tailed_flow_progress
 
 PROBE_TIMEOUT_S = 5.0
 PROBE_MAX_PARTITIONS = 200

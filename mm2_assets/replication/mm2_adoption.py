@@ -23,16 +23,16 @@ from collections.abc import Collection, Iterator
 from confluent_kafka import Consumer
 
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
-from mm2_assets.kafka.offset_syncs import load_offset_sync_store
-from mm2_assets.kafka.progress_store import PartitionKey
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, read_to_end, watermarks
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.connect_offsets import (
     ConnectOffsets,
     connect_offsets_topic,
     parse_connect_offsets,
 )
+from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
+from mm2_assets.stores.offset_syncs import load_offset_sync_store
+from mm2_assets.stores.progress_store import PartitionKey
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, read_to_end, watermarks
 
 
 def mm2_offsets_topic(flow: FlowConfig) -> str:

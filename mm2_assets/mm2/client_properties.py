@@ -3,8 +3,8 @@
 MM2 properties files carry Java client settings (`security.protocol`, `sasl.jaas.config`,
 `ssl.truststore.location`, `producer.acks`, ...). Every Kafka call in mm2-assets goes through
 confluent-kafka, i.e. librdkafka, whose property names and capabilities differ. This module
-(names and values) and `client_security` (SSL, SASL) hold the mapping; `clients.translate`
-applies it:
+(names and values) and `client_security` (SSL, SASL) hold the mapping;
+`mm2_assets.kafka.clients.translate` applies it:
 
 - names librdkafka shares with Java pass through (`acks`, `linger.ms`, `fetch.max.bytes`, ...),
   some are renamed (`fetch.max.wait.ms` -> `fetch.wait.max.ms`, `sasl.mechanism` ->

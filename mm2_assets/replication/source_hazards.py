@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mm2_assets.kafka.copy_task import CopyResult
-from mm2_assets.kafka.replication_state import PartitionState
+from mm2_assets.replication.copy_task import CopyResult
+from mm2_assets.replication.replication_state import PartitionState
 
 
 @dataclass

@@ -70,7 +70,7 @@ def ensure_runtime(version: str = KAFKA_VERSION) -> Path:
     mvn = require_tool("mvn", f"fetch Apache Kafka {version} from Maven Central")
     target.parent.mkdir(parents=True, exist_ok=True)
     pom_text = (
-        resources.files("mm2_assets.kafka")
+        resources.files("mm2_assets.local")
         .joinpath("runtime-pom.xml")
         .read_text()
         .replace("KAFKA_VERSION", version)
@@ -113,4 +113,4 @@ def classpath(version: str = KAFKA_VERSION) -> str:
 
 def log4j_config() -> Path:
     """The log4j2 configuration the launched JVMs use."""
-    return Path(str(resources.files("mm2_assets.kafka").joinpath("log4j2.yaml")))
+    return Path(str(resources.files("mm2_assets.local").joinpath("log4j2.yaml")))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mm2_assets.kafka.client_properties import ClientPropertyError
+from mm2_assets.mm2.client_properties import ClientPropertyError
 from mm2_assets.mm2.frozen import FrozenMapping
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.clients import client_config, committed_reader_config
-from mm2_assets.kafka.topic_reader import TopicReadError, watermarks
 from mm2_assets.kafka.transactions import fence_transactional_ids, init_transactional_producer
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.writer_lease import (
@@ -37,6 +36,7 @@ from mm2_assets.mm2.writer_lease import (
     lease_transactional_id,
     writer_transactional_id,
 )
+from mm2_assets.stores.topic_reader import TopicReadError, watermarks
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,6 @@ from types import TracebackType
 
 from confluent_kafka import KafkaException, Message
 
-from mm2_assets.kafka.checkpoint_clients import CheckpointClients
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S, TopicMissingError, TopicReadError
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.exact_translation import (
     RecordIdentity,
@@ -37,6 +35,8 @@ from mm2_assets.mm2.exact_translation import (
 )
 from mm2_assets.mm2.offset_translation import OffsetSyncStore, rename_topic_partition
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
+from mm2_assets.stores.checkpoint_clients import CheckpointClients
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicMissingError, TopicReadError
 
 log = logging.getLogger(__name__)
 

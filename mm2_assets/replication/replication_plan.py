@@ -27,17 +27,17 @@ from mm2_assets.kafka.admin import (
     flow_admin,
     list_topics,
 )
-from mm2_assets.kafka.checkpoint_store import checkpoints_topic
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.copy_task import CopyTaskSpec, PartitionRange
-from mm2_assets.kafka.offset_syncs import offset_syncs_location
-from mm2_assets.kafka.replication_state import PartitionState, partition_states
-from mm2_assets.kafka.topic_config_sync import describe_topic_configs, select_remote_topics
-from mm2_assets.kafka.writer_lease import LeaseToken
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, progress_topic
 from mm2_assets.mm2.topic_configs import TopicConfigEntry, creation_configs
 from mm2_assets.mm2.writer_lease import lease_topic, writer_transactional_id
+from mm2_assets.replication.copy_task import CopyTaskSpec, PartitionRange
+from mm2_assets.replication.replication_state import PartitionState, partition_states
+from mm2_assets.replication.topic_config_sync import describe_topic_configs, select_remote_topics
+from mm2_assets.stores.checkpoint_store import checkpoints_topic
+from mm2_assets.stores.offset_syncs import offset_syncs_location
+from mm2_assets.stores.writer_lease import LeaseToken
 
 
 @dataclass

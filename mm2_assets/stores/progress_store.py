@@ -23,7 +23,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.clients import client_config, committed_reader_config
-from mm2_assets.kafka.topic_reader import read_to_end
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
@@ -32,6 +31,7 @@ from mm2_assets.mm2.progress import (
     progress_partition,
     progress_topic,
 )
+from mm2_assets.stores.topic_reader import read_to_end
 
 PartitionKey = tuple[str, int]
 """A source topic-partition: (topic, partition)."""

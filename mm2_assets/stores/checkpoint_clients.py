@@ -18,8 +18,8 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import flow_admin
 from mm2_assets.kafka.clients import client_config, idempotent_producer
-from mm2_assets.kafka.topic_reader import PartitionReader
 from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.stores.topic_reader import PartitionReader
 
 T = TypeVar("T")
 

@@ -30,14 +30,14 @@ from confluent_kafka import (
 )
 
 from mm2_assets.kafka.clients import committed_reader_config
-from mm2_assets.kafka.offset_sync_writer import OffsetSyncWriter
-from mm2_assets.kafka.progress_store import read_progress
-from mm2_assets.kafka.topic_reader import TopicReadError
 from mm2_assets.kafka.transactions import init_transactional_producer
-from mm2_assets.kafka.writer_lease import LeaseToken, WriterLeaseLost, check_lease
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.replication.offset_sync_writer import OffsetSyncWriter
+from mm2_assets.stores.progress_store import read_progress
+from mm2_assets.stores.topic_reader import TopicReadError
+from mm2_assets.stores.writer_lease import LeaseToken, WriterLeaseLost, check_lease
 
 log = logging.getLogger(__name__)
 

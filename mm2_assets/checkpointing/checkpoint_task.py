@@ -22,21 +22,8 @@ from confluent_kafka import (
     Producer,
 )
 
-from mm2_assets.kafka.checkpoint_clients import CheckpointClients
-from mm2_assets.kafka.checkpoint_store import (
-    CHECKPOINTS_PARTITION,
-    CheckpointTail,
-    LatestCheckpoints,
-    checkpoints_topic,
-    ensure_checkpoints_topic,
-    read_checkpoints,
-)
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
-from mm2_assets.kafka.exact_offsets import ExactOffsetTranslator
-from mm2_assets.kafka.offset_syncs import load_offset_sync_store
-from mm2_assets.kafka.replication_state import recreated_since_copy
-from mm2_assets.kafka.topic_reader import READ_TIMEOUT_S
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
     DownstreamTranslator,
@@ -45,6 +32,19 @@ from mm2_assets.mm2.offset_translation import (
 )
 from mm2_assets.mm2.selection import should_checkpoint_topic
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
+from mm2_assets.replication.replication_state import recreated_since_copy
+from mm2_assets.stores.checkpoint_clients import CheckpointClients
+from mm2_assets.stores.checkpoint_store import (
+    CHECKPOINTS_PARTITION,
+    CheckpointTail,
+    LatestCheckpoints,
+    checkpoints_topic,
+    ensure_checkpoints_topic,
+    read_checkpoints,
+)
+from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
+from mm2_assets.stores.offset_syncs import load_offset_sync_store
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
 
 
 class CheckpointError(RuntimeError):

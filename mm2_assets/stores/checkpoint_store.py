@@ -15,14 +15,14 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.clients import client_config, committed_reader_config
-from mm2_assets.kafka.topic_reader import (
+from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.wire import Checkpoint, TopicPartition
+from mm2_assets.stores.topic_reader import (
     READ_TIMEOUT_S,
     PartitionTail,
     decoded_records,
     read_decoded,
 )
-from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.wire import Checkpoint, TopicPartition
 
 CHECKPOINTS_PARTITION = 0
 """MM2 writes every checkpoint to partition 0 of the checkpoints topic."""

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mm2_assets.kafka.runtime import java_executable, require_tool
+from mm2_assets.local.runtime import java_executable, require_tool
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 BROKER_USER = "broker"
