@@ -70,11 +70,9 @@ def read_to_end(
     config = committed_reader_config(
         consumer_config,
         consumer_config.get("group.id", "mm2-assets-reader"),
-        # In read_committed mode EOF comes at the last stable offset: an open transaction
-        # of a concurrent writer does not stall the read.
-        {"enable.partition.eof": True},
-        # A one-shot read: do not let the broker park the final (empty) fetch for 500 ms.
-        {"fetch.wait.max.ms": 10},
+        # EOF at the last stable offset (a concurrent writer's open transaction does not
+        # stall the read); a one-shot read: the broker must not park its last empty fetch.
+        {"enable.partition.eof": True, "fetch.wait.max.ms": 10},
     )
     consumer = Consumer(config)
     try:
@@ -205,6 +203,22 @@ METADATA_FRESH_S = 60.0
 for `metadata.max.age.ms`, 15 minutes by default)."""
 
 
+def _ask(end: int | None, next_offset: int, expect: int | None, taken: int) -> int:
+    """How many records a read asks `consume()` for. It returns early only once it has that
+    many: ask for what the caller expects or what is left (markers make that an
+    over-estimate), or every short read (a checkpoint pass makes hundreds) waits out its
+    timeout at the end."""
+    left = _MAX_ASK if end is None else end - next_offset
+    if expect is not None and expect > taken:
+        left = min(left, expect - taken)
+    return max(1, min(_MAX_ASK, left))
+
+
+def _raise_unless_eof(error: KafkaError, where: str) -> None:
+    if error.code() != KafkaError._PARTITION_EOF:
+        raise TopicReadError(f"reading {where}: {KafkaException(error)}")
+
+
 class PartitionReader:
     """Reads committed records of one partition at a time, from any offset, with one consumer
     reassigned from read to read (read_committed, no commits, EOF events on, an error instead
@@ -231,23 +245,18 @@ class PartitionReader:
         end: int | None = None,
         expect: int | None = None,
     ) -> Iterator[Message]:
-        """Yield the committed records of one partition from offset `start` (or the log start,
-        if later) in order, up to `end` (exclusive) when the caller knows it, else up to the
-        end the read reaches (the last stable offset then); the caller may stop early.
-        `expect`, the records the caller means to take, lets it ask for exactly those (no
-        wait at the end).
-
-        No end offset is asked up front: the read ends at the partition's EOF event, and only
-        a start outside the log costs a watermark request. Raises TopicMissingError for a
-        partition that does not exist, TopicReadError naming the partition on other errors
-        and when no record comes for `timeout` seconds.
+        """Yield the committed records of one partition from `start` (or the log start, if
+        later), in order, up to `end` (exclusive) if given, else to the end the read reaches
+        (the last stable offset); the caller may stop early. `expect` (the records the caller
+        will take) sizes the asks so the last one does not wait. A read ends at the EOF event:
+        no end offset is asked up front. TopicMissingError for a partition that does not
+        exist; TopicReadError naming it on other errors and when nothing comes for `timeout` s.
         """
         where = f"'{topic}' partition {partition}"
         if end is not None and end <= start:
             return
         self._leader_known(topic, partition, where, timeout)
-        consumer = self.consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
+        self.consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
         next_offset, taken, resets = start, 0, 0
         while True:
@@ -255,13 +264,7 @@ class PartitionReader:
                 raise TopicReadError(
                     f"timed out reading {where} from offset {start}: nothing read for {timeout:g} s"
                 )
-            # consume() returns early only once it has `num_messages`: ask for what the caller
-            # expects or what is left (markers make that an over-estimate), and keep the wait
-            # short, or every short read (a checkpoint pass makes hundreds) waits it out.
-            left = _MAX_ASK if end is None else end - next_offset
-            if expect is not None and expect > taken:
-                left = min(left, expect - taken)
-            batch = consumer.consume(max(1, min(_MAX_ASK, left)), timeout=0.01)
+            batch = self.consumer.consume(_ask(end, next_offset, expect, taken), timeout=0.01)
             if batch:
                 # A bound on a stalled read, not on a long one: 5,000,000 offset syncs take
                 # longer than a minute to read on a busy machine, and each read keeps going.
@@ -271,31 +274,49 @@ class PartitionReader:
                     continue  # left over from an earlier assignment
                 error = msg.error()
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
+                    if error.code() == KafkaError._PARTITION_EOF or resets >= _RESETS:
+                        _raise_unless_eof(error, where)
                         return
-                    if error.code() != KafkaError._AUTO_OFFSET_RESET or resets >= _RESETS:
-                        raise TopicReadError(f"reading {where}: {KafkaException(error)}")
-                    # Outside the log: below its start the read begins there (the caller
-                    # sees the gap); past its end there is nothing to read.
                     resets += 1
-                    low, high = self._bounds(topic, partition, where, timeout)
-                    if next_offset >= high or (end is not None and end <= low):
+                    next_offset = self._restart_in_log(
+                        error, (topic, partition), next_offset, end, timeout
+                    )
+                    if next_offset < 0:
                         return
-                    next_offset = max(next_offset, low)
-                    consumer.assign([TopicPartition(topic, partition, next_offset)])
                     break
                 if msg.offset() < next_offset:
                     continue
-                next_offset = msg.offset() + 1
-                taken += 1
+                next_offset, taken = msg.offset() + 1, taken + 1
                 yield msg
                 if end is not None and next_offset >= end:
                     return
             if not batch and end is not None:
                 # Markers and aborted records at the tail are never delivered (read_to_end).
-                (position,) = consumer.position([TopicPartition(topic, partition)])
+                (position,) = self.consumer.position([TopicPartition(topic, partition)])
                 if position.offset >= end:
                     return
+
+    def _restart_in_log(
+        self,
+        error: KafkaError,
+        topic_partition: tuple[str, int],
+        offset: int,
+        end: int | None,
+        timeout: float,
+    ) -> int:
+        """After a read started outside the log: the offset to read on from (reassigned), or
+        -1 when there is nothing to read. Below the log start the read begins there (the
+        caller sees the gap); past its end there is nothing."""
+        topic, partition = topic_partition
+        where = f"'{topic}' partition {partition}"
+        if error.code() != KafkaError._AUTO_OFFSET_RESET:
+            raise TopicReadError(f"reading {where}: {KafkaException(error)}")
+        low, high = self._bounds(topic, partition, where, timeout)
+        if offset >= high or (end is not None and end <= low):
+            return -1
+        offset = max(offset, low)
+        self.consumer.assign([TopicPartition(topic, partition, offset)])
+        return offset
 
     def _leader_known(self, topic: str, partition: int, where: str, timeout: float) -> None:
         """Ask for the topic's metadata before assigning it, unless asked recently: a consumer

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
 from mm2_assets.mm2.config import load_mm2_config
@@ -23,7 +25,7 @@ from mm2_assets.stores.offset_syncs import (
     offset_syncs_location,
 )
 from mm2_assets.stores.progress_store import read_flow_progress, tailed_flow_progress
-from mm2_assets.stores.topic_reader import read_decoded
+from mm2_assets.stores.topic_reader import PartitionReader, TopicMissingError, read_decoded
 from mm2_assets_tests.kafka_helpers import Rec, create_filled_topic, create_topic, recent_ms, unique
 
 pytestmark = pytest.mark.integration
@@ -195,3 +197,48 @@ def wait_for_topic_gone(admin, topic: str) -> None:
     from mm2_assets_tests.integration.test_follower import wait_for
 
     wait_for(f"{topic} deleted", lambda: topic not in admin.list_topics(timeout=10).topics, 60)
+
+
+def test_a_partition_reader_reads_any_span_without_stalling(primary: str) -> None:
+    """PartitionReader, which checkpoint passes and store tails read with: a span, the
+    same partition again (its end is found again), a start below the log start (read from
+    there), past the end (nothing), an open transaction at the tail (the read ends at the
+    last committed record instead of waiting for it), a missing topic (an error at once)."""
+    topic = unique("reader")
+    create_topic(primary, topic, config={"retention.ms": "-1"})
+    producer = Producer({"bootstrap.servers": primary, "transactional.id": unique("tx")})
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(100):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    producer.commit_transaction()  # offsets 0-99, the commit marker at 100
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    producer.flush()
+    reader = PartitionReader({"bootstrap.servers": primary}, group_id=unique("reader"))
+
+    def values(start: int, **kwargs: int) -> list[bytes]:
+        began = time.monotonic()
+        read = [m.value() for m in reader.read(topic, 0, start, timeout=20, **kwargs)]
+        assert time.monotonic() - began < 5, "a read waited for the open transaction"
+        return read
+
+    try:
+        assert values(40, expect=10)[:10] == [b"%d" % i for i in range(40, 50)]
+        assert values(40) == [b"%d" % i for i in range(40, 100)]
+        assert values(40) == [b"%d" % i for i in range(40, 100)]  # the same span again
+        assert values(95, end=98) == [b"95", b"96", b"97"]
+        assert values(101) == []  # at the last stable offset
+        assert values(500) == []  # past the end: nothing, not the whole log
+        admin = admin_client({"bootstrap.servers": primary})
+        admin.delete_records([KafkaTopicPartition(topic, 0, 30)])[
+            KafkaTopicPartition(topic, 0, 30)
+        ].result(30)
+        assert values(10) == [b"%d" % i for i in range(30, 100)]  # from the log start
+        began = time.monotonic()
+        with pytest.raises(TopicMissingError, match="no such"):
+            list(reader.read(unique("missing"), 0, 0, timeout=20))
+        assert time.monotonic() - began < 5
+    finally:
+        producer.abort_transaction()
+        reader.close()
