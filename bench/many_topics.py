@@ -562,7 +562,7 @@ def follower_summary(running: Running) -> dict:
         **log,
         "head": text.splitlines()[:40],
         # A copy task that fails starts over from the committed progress by itself
-        # (copy_task.run_copy_task); each start-over prints this line.
+        # (copy_follow.follow_partitions); each start-over prints this line.
         "copy_restarts": text.count("copying failed"),
         "transaction_errors": text.count("TXNERR"),
     }

@@ -1,8 +1,8 @@
 """Source hazards a copy met, gathered for reports: records lost to retention before they
 were copied, topics deleted and recreated (offsets restarted), topics deleted mid-copy.
 
-The copy task handles each where it meets it (see `copy_task`); this module only sums up
-what the tasks and the plan saw, so every host (the batch asset, the follower run, the
+The copy task handles each where it meets it (see `copy_shared.Copier`); this module only
+sums up what the tasks and the plan saw, so every host (the batch asset, the follower run, the
 `follow` command) reports the same facts in the same words.
 """
 

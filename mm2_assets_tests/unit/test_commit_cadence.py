@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mm2_assets.replication.copy_task import commit_due
+from mm2_assets.replication.copy_follow import commit_due
 
 
 def test_a_drained_queue_commits_at_once_after_the_minimum_gap() -> None:

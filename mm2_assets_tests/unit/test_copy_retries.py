@@ -1,13 +1,14 @@
 """Which failures a following copy task starts over from (its partitions pause, the flow goes
-on) and which end it: the retry policy of `run_copy_task`, around one attempt of the copy."""
+on) and which end it: the retry policy of `run_copy_task` (`copy_follow.follow_partitions`),
+around one attempt of the copy."""
 
 from __future__ import annotations
 
 import pytest
 
-from mm2_assets.replication import copy_task
+from mm2_assets.replication import copy_follow
+from mm2_assets.replication.copy_follow import FOLLOWER_ATTEMPTS
 from mm2_assets.replication.copy_task import (
-    FOLLOWER_ATTEMPTS,
     CopyError,
     CopyTaskSpec,
     PartitionRange,
@@ -34,14 +35,14 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[BaseException | None]:
     """Scripted attempts: each entry fails the attempt with that error, None copies."""
     script: list[BaseException | None] = []
 
-    def attempt(spec: CopyTaskSpec, commits: list[int] | None = None) -> list:
+    def attempt(spec: CopyTaskSpec, copier: type, commits: list[int] | None = None) -> list:
         outcome = script.pop(0)
         if outcome is not None:
             raise outcome
         return ["copied"]
 
-    monkeypatch.setattr(copy_task, "_copy_from_progress", attempt)
-    monkeypatch.setattr(copy_task.time, "sleep", lambda _seconds: None)
+    monkeypatch.setattr(copy_follow, "copy_from_progress", attempt)
+    monkeypatch.setattr(copy_follow.time, "sleep", lambda _seconds: None)
     return script
 
 

@@ -1,0 +1,150 @@
+"""What only a follower copy task does: follow its partitions until it is stopped.
+
+A follower commits as the traffic goes (`commit_due`): as soon as what it fetched is produced
+and nothing more waits, no sooner than `commit_min_interval_ms` after its last commit, and at
+least every `commit_interval_ms`; a quiet partition's held-back offset sync and progress past
+offsets with no record are committed by themselves. Its transactions are short (a follower
+killed with one open blocks read_committed consumers until the broker aborts it), and a failed
+attempt starts over by itself from the committed progress (`follow_partitions`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import KafkaException, Message, Producer
+
+from mm2_assets.mm2.backoff import restart_delay
+from mm2_assets.replication.copy_shared import (
+    CONSUME_BATCH,
+    Copier,
+    CopyError,
+    CopyResult,
+    CopyTaskSpec,
+    Fetched,
+    Lane,
+    copy_from_progress,
+)
+from mm2_assets.stores.topic_reader import TopicReadError
+from mm2_assets.stores.writer_lease import WriterLeaseLost
+
+log = logging.getLogger(__name__)
+
+# A follower's transactions last one commit interval: a follower killed with one open blocks
+# read_committed consumers of its partitions until the broker aborts it, so keep that short.
+_FOLLOWER_PRODUCER_DEFAULTS = {"transaction.timeout.ms": 10_000}
+
+FOLLOWER_ATTEMPTS = 5
+"""A following task that fails this many times in a row without committing anything in
+between gives up: its job, then its run, fails and is restarted (and alerted on) by its host."""
+
+
+def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
+    """Follow the spec's partitions from their committed progress until the task is killed, or
+    raise CopyError (see `copy_task.run_copy_task`).
+
+    An attempt that fails (the target stalled past its transaction timeout, a broker
+    restarting) starts over from the committed progress with a new producer, after a back-off:
+    only the task's partitions pause, not the flow. `FOLLOWER_ATTEMPTS` failures in a row with
+    no commit between them, or a writer lease taken over, raise.
+    """
+    failures = 0
+    while True:
+        commits = [0]  # transactions the attempt committed
+        try:
+            return copy_from_progress(spec, FollowCopier, commits)
+        # SystemError too: a fatal producer error (fenced, timed out) pending while
+        # confluent-kafka runs a delivery callback surfaces from flush() as one (seen at
+        # 8,000 partitions per flow); the next attempt starts with a new producer.
+        except (CopyError, KafkaException, TopicReadError, SystemError) as exc:
+            if isinstance(exc.__cause__, WriterLeaseLost):
+                raise
+            failures = 1 if commits[0] else failures + 1
+            if failures >= FOLLOWER_ATTEMPTS:
+                raise
+            delay = restart_delay(failures, 1.0, 30.0, spec.transactional_id)
+            log.warning(
+                "%s: copying failed (%s); starting over from the committed progress in %.1f s "
+                "(attempt %d of %d)",
+                spec.describe(),
+                exc,
+                delay,
+                failures + 1,
+                FOLLOWER_ATTEMPTS,
+            )
+            time.sleep(delay)
+
+
+def commit_due(now: float, *, quiet: bool, deadline: float, earliest: float) -> bool:
+    """Whether a follower's open transaction commits at `now`: at its `deadline` (the commit
+    interval), or as soon as everything its consumer fetched is produced and nothing more
+    waits (`quiet`), but not before `earliest` (the minimum gap after the last commit). A
+    quiet flow then commits within milliseconds of a record's arrival; a busy one batches."""
+    return now >= deadline or (quiet and now >= earliest)
+
+
+class FollowCopier(Copier):
+    """A follower's copy loop: fetches that return with the first record, commits that follow
+    the traffic (`commit_due`), quiet partitions' held-back work committed by itself."""
+
+    follows = True
+    producer_defaults = _FOLLOWER_PRODUCER_DEFAULTS
+
+    def __init__(
+        self,
+        spec: CopyTaskSpec,
+        producer: Producer,
+        lanes: list[Lane],
+        commits: list[int] | None = None,
+    ) -> None:
+        super().__init__(spec, producer, lanes, commits)
+        self.interval = max(spec.commit_interval_ms, 1) / 1000.0
+        """The commit interval (seconds): the longest a transaction stays open."""
+        self.min_gap = min(max(spec.commit_min_interval_ms, 0) / 1000.0, self.interval)
+        """The shortest gap (seconds) after a commit before a quiet one."""
+        self.deadline = 0.0
+        """When the open transaction must commit."""
+
+    def _next_ask(self) -> tuple[int, float] | None:
+        """(records wanted, seconds to wait) for the next fetch; never None: a follower
+        follows until it is killed."""
+        # With a transaction open, wait for more records no longer than until it may
+        # commit: commits follow the traffic (see `commit_due`).
+        now = time.monotonic()
+        wait_until = min(self.deadline, self.last_commit + self.min_gap)
+        timeout = max(0.0, wait_until - now) if self.in_txn else self.interval
+        return CONSUME_BATCH, timeout
+
+    def _fetch(self, wanted: int, timeout: float) -> list[Message]:
+        """Up to `wanted` records (and events) within `timeout`. A follower must not wait for
+        a full batch (`consume` would hold a quiet flow's first record for the whole timeout):
+        it waits for the first record only, then takes what is already queued."""
+        first = self.consumer.poll(timeout)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(wanted - 1, timeout=0)]
+
+    def _opened(self, polled_at: float) -> None:
+        """The open transaction commits one interval after the fetch that opened it."""
+        # Records polled while idle waited up to one interval already.
+        self.deadline = polled_at + self.interval
+
+    def _after_fetch(self, fetched: Fetched) -> None:
+        """The follower's commit decision after a fetch (see `commit_due`): a fetch with no
+        record is quiet."""
+        quiet = not any(fetched.chunks.values())
+        if quiet and not self.in_txn and self._quiet_work():
+            # Quiet partitions: write their held-back newest offset syncs, and progress past
+            # offsets that held no record, now.
+            self.producer.begin_transaction()
+            self.in_txn = True
+            self.deadline = time.monotonic()
+        if self.in_txn and commit_due(
+            time.monotonic(),
+            quiet=quiet,
+            deadline=self.deadline,
+            earliest=self.last_commit + self.min_gap,
+        ):
+            self._commit()
+            self.in_txn = False

@@ -1,0 +1,823 @@
+"""What a copy pass and a follower copy task share (see `copy_task`, which runs one or the other).
+
+The spec and result of a task; the start of an attempt (the transactional producer, initialised
+under the writer lease, the committed progress, one lane per partition); and `Copier`, the
+consume → produce loop both run: records produced in a transaction, then the offset syncs and
+the new progress staged in the same transaction, then the commit. What differs is left to the
+subclasses: how much to fetch and how long to wait (`_next_ask`, `_fetch`), and when to commit
+besides a full batch (`_after_fetch`, `run`): `copy_pass.PassCopier` and
+`copy_follow.FollowCopier`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import ClassVar
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from mm2_assets.kafka.clients import committed_reader_config
+from mm2_assets.kafka.transactions import init_transactional_producer
+from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
+from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.replication.offset_sync_writer import OffsetSyncWriter
+from mm2_assets.stores.progress_store import read_progress
+from mm2_assets.stores.topic_reader import TopicReadError
+from mm2_assets.stores.writer_lease import LeaseToken, WriterLeaseLost, check_lease
+
+log = logging.getLogger(__name__)
+
+_PRODUCER_DEFAULTS = {
+    # librdkafka's own limit is 1 MB; the remote topic's max.message.bytes is the real one
+    # (created from the source topic's), so a record its source accepted is never refused
+    # here. `producer.max.request.size` in mm2.properties overrides it.
+    "message.max.bytes": 100 * 1024 * 1024,
+    "linger.ms": 10,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 500_000,
+    "transaction.timeout.ms": 120_000,
+}
+_CONSUMER_DEFAULTS = {
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "max.partition.fetch.bytes": 16 * 1024 * 1024,
+    "queued.min.messages": 200_000,
+    # The range ends at a known offset; a long broker-side wait only delays the last fetch.
+    "fetch.wait.max.ms": 50,
+}
+
+# Consumer errors meaning the source topic is gone (deleted while a task copies it).
+_TOPIC_GONE = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_ID,
+}
+# Consumer events about one of a task's partitions that the copy loop handles itself.
+_LANE_EVENTS = {KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET, *_TOPIC_GONE}
+
+CONSUME_BATCH = 10_000
+
+
+class CopyError(RuntimeError):
+    """Copying failed; the message names the flow, topic and partition."""
+
+
+_TOO_LARGE_HINT = (
+    "Raise `producer.max.request.size` of the target cluster in mm2.properties (librdkafka's "
+    "message.max.bytes) and `max.message.bytes` of the remote topic on the target to at "
+    "least the source topic's."
+)
+
+
+def _too_large(error: object) -> bool:
+    """Whether a produce or delivery error says the record exceeds a size limit."""
+    text = str(error)
+    return "MSG_SIZE_TOO_LARGE" in text or "too large" in text.lower()
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """One source partition of a copy task: copied up to `end_offset`, or followed for as long
+    as the task runs when `end_offset` is None."""
+
+    source_topic: str
+    remote_topic: str
+    partition: int
+    end_offset: int | None = None
+    # The source topic's id at plan time: committed progress of another id belongs to an
+    # earlier incarnation of the topic (deleted and recreated) and is not resumed from.
+    topic_id: str | None = None
+    # Where to start when no progress is committed: MM2's adopted position (None: log start).
+    adopted_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class CopyTaskSpec:
+    """Everything a worker needs to copy its source partitions (picklable).
+
+    A pass copies one partition to a planned end offset; a follower task follows several
+    partitions until it is stopped, committing as soon as what it fetched is produced and
+    nothing more waits (no sooner than `commit_min_interval_ms` after its last commit), and at
+    least every `commit_interval_ms`.
+    """
+
+    flow: str
+    partitions: tuple[PartitionRange, ...]
+    # Client configs may hold SASL passwords or SSL keys: keep them out of the repr.
+    source_consumer: Mapping[str, str] = field(repr=False)
+    target_producer: Mapping[str, str] = field(repr=False)
+    target_consumer: Mapping[str, str] = field(repr=False)
+    progress_topic: str
+    offset_syncs_topic: str
+    offset_syncs_on_target: bool
+    source_producer: Mapping[str, str] = field(repr=False)
+    transactional_id: str
+    offset_lag_max: int = 100
+    batch_records: int = 50_000
+    batch_bytes: int = 32 * 1024 * 1024
+    commit_interval_ms: int = 100
+    commit_min_interval_ms: int = 10
+    # The flow's writer lease this task copies under (None only in tests of the task itself).
+    lease: LeaseToken | None = None
+
+    @property
+    def follows(self) -> bool:
+        """Whether the task follows its partitions instead of stopping at end offsets."""
+        return any(p.end_offset is None for p in self.partitions)
+
+    def describe(self) -> str:
+        """`flow topic-partition[, ...]` for messages."""
+        names = [f"{p.source_topic}-{p.partition}" for p in self.partitions[:3]]
+        more = f" and {len(self.partitions) - 3} more" if len(self.partitions) > 3 else ""
+        return f"{self.flow} {', '.join(names)}{more}"
+
+    def kafka_failure(self, exc: KafkaException) -> CopyError:
+        """A client error that escaped the copy loop (a broker restarting, unreachable), as
+        a CopyError naming the task's partitions and both clusters of the flow."""
+        source, _, target = self.flow.partition("->")
+        return CopyError(
+            f"{self.describe()}: copying from cluster '{source}' to cluster '{target}' "
+            f"failed: {exc}"
+        )
+
+
+@dataclass
+class CopyResult:
+    """What one task did for one partition (small: the only thing sent back to the driver)."""
+
+    source_topic: str
+    partition: int
+    start_offset: int
+    next_offset: int
+    records: int = 0
+    bytes: int = 0
+    offset_syncs: int = 0
+    # Offset syncs bound for the source that the broker did not take: translation falls back
+    # to an earlier sync (never past a record), but an operator must hear of it.
+    offset_syncs_failed: int = 0
+    transactions: int = 0
+    # Wall-clock (epoch seconds) bounds of the task's copy, so the driver can tell the copy
+    # window from Spark's start-up across tasks that ran in other processes.
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    # Source hazards met: offsets removed by retention or DeleteRecords before they were
+    # copied; 1 when the committed progress belonged to an earlier incarnation of the topic
+    # (restarted from the new log start); 1 when the topic was deleted while being copied.
+    lost_to_retention: int = 0
+    restarted: int = 0
+    topic_deleted: int = 0
+    # 1 when the partition started at MM2's adopted position (cut-over from MM2).
+    adopted: int = 0
+    # Where the task ran (set by the Spark job): the executor (`driver` in local mode), its
+    # host, JVM pid and that JVM's parent (a standalone worker), and the file the task's
+    # `mm2_assets` was imported from.
+    executor_id: str = ""
+    executor_host: str = ""
+    executor_pid: int = 0
+    executor_parent_pid: int = 0
+    package_file: str = ""
+
+
+@dataclass
+class _Batch:
+    """Records of one partition in the open transaction, as far as offset syncs need them."""
+
+    upstream: array = field(default_factory=lambda: array("q"))
+    bytes: int = 0
+    # Downstream offsets of the records whose delivery is tracked (upstream → downstream).
+    downstream: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Lane:
+    """One partition of a task: where it stands and its records in the open transaction."""
+
+    range: PartitionRange
+    result: CopyResult
+    position: int
+    done: bool = False
+    batch: _Batch = field(default_factory=_Batch)
+    # Carried into every progress record of the lane (see `Progress`).
+    downstream_next: int = 0
+    lost_total: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(source topic, partition)."""
+        return (self.range.source_topic, self.range.partition)
+
+    @property
+    def unrecorded(self) -> bool:
+        """The lane moved past offsets that hold no record to copy (transaction markers,
+        aborted or compacted records, a retention gap) and no progress says so yet."""
+        return not self.batch.upstream and self.position > self.result.next_offset
+
+
+def committed_progress(spec: CopyTaskSpec) -> dict[tuple[str, int], Progress]:
+    """The committed progress of the spec's partitions (only their progress partitions read)."""
+    keys = [(p.source_topic, p.partition) for p in spec.partitions]
+    return read_progress(
+        spec.target_consumer, spec.progress_topic, flow=spec.flow, cluster="target", only=keys
+    )
+
+
+def start_transactional_producer(
+    spec: CopyTaskSpec, defaults: Mapping[str, object] | None = None
+) -> Producer:
+    """The task's transactional producer, initialised: every earlier producer with the same
+    transactional id is fenced and its open transaction aborted (or completed) first.
+    `defaults` (a follower's, see `copy_follow`) override the copy's producer defaults;
+    the target's producer settings override both.
+
+    With a writer lease (every product path has one), the lease is checked before (so a task
+    of a writer that lost the flow does not even disturb its successor) and after (so one that
+    lost it while initialising copies nothing: the new holder fenced this id before or will
+    find its own fenced by it, see `mm2.writer_lease`)."""
+    _check_lease(spec)
+    config = {
+        **_PRODUCER_DEFAULTS,
+        **(defaults or {}),
+        **spec.target_producer,
+    }
+    try:
+        producer = init_transactional_producer(
+            config, spec.transactional_id, topic=spec.progress_topic
+        )
+    except KafkaException as exc:
+        raise CopyError(
+            f"{spec.describe()}: cannot start the transactional producer "
+            f"'{spec.transactional_id}': {exc}"
+        ) from exc
+    _check_lease(spec)
+    return producer
+
+
+def _check_lease(spec: CopyTaskSpec) -> None:
+    """`check_lease` for the spec's writer, failing as a CopyError naming the partitions."""
+    if spec.lease is None:
+        return
+    try:
+        check_lease(spec.lease, spec.target_consumer)
+    except WriterLeaseLost as exc:
+        raise CopyError(f"{spec.describe()}: {exc}") from exc
+    except (TopicReadError, KafkaException) as exc:
+        # The lease lives on the target: a target that does not answer fails here.
+        target = spec.flow.partition("->")[2]
+        raise CopyError(
+            f"{spec.describe()}: cannot read the writer lease on cluster '{target}': {exc}"
+        ) from exc
+
+
+def copy_from_progress(
+    spec: CopyTaskSpec, copier: type[Copier], commits: list[int] | None = None
+) -> list[CopyResult]:
+    """One attempt of a copy task: `copier` copies the spec's partitions from their
+    committed progress; one result per partition. `commits[0]` counts the attempt's
+    committed transactions."""
+    started_at = time.time()
+    producer = start_transactional_producer(spec, copier.producer_defaults)
+    progress = committed_progress(spec)
+    lanes: list[Lane] = []
+    for part in spec.partitions:
+        committed = progress.get((part.source_topic, part.partition))
+        lanes.append(_start_lane(spec, part, committed, started_at))
+    if not all(lane.done for lane in lanes):
+        task = copier(spec, producer, lanes, commits)
+        try:
+            task.run()
+        finally:
+            task.close()
+    finished_at = time.time()
+    for lane in lanes:
+        lane.result.finished_at = finished_at
+    return [lane.result for lane in lanes]
+
+
+def _start_lane(
+    spec: CopyTaskSpec, part: PartitionRange, committed: Progress | None, started_at: float
+) -> Lane:
+    """The lane of one partition at the start of an attempt: at its committed progress, at
+    MM2's adopted position, or (no progress, or progress of an earlier incarnation of the
+    topic) at its log start."""
+    restarted = committed is not None and is_other_incarnation(
+        committed, part.topic_id, part.end_offset
+    )
+    if restarted:
+        log.warning(
+            "%s: %s-%d was deleted and recreated (committed progress %d belongs to the "
+            "old topic): copying the new topic from its start",
+            spec.flow,
+            part.source_topic,
+            part.partition,
+            committed.next_offset,  # type: ignore[union-attr]
+        )
+    adopted = committed is None and part.adopted_offset is not None
+    if committed and not restarted:
+        start = committed.next_offset
+    else:
+        start = part.adopted_offset if adopted else OFFSET_BEGINNING  # type: ignore[assignment]
+    lane = Lane(
+        part,
+        CopyResult(
+            part.source_topic,
+            part.partition,
+            start_offset=max(start, 0),
+            next_offset=max(start, 0),
+            started_at=started_at,
+        ),
+        position=start,
+        downstream_next=committed.downstream_next if committed else 0,
+        lost_total=committed.lost_to_retention if committed else 0,
+    )
+    lane.result.restarted = int(restarted)
+    lane.result.adopted = int(adopted)
+    if adopted:
+        # The adopted position must become progress even if nothing is left to copy:
+        # mark it as not yet recorded (the copier commits it at the end of the log).
+        lane.result.next_offset = -1
+    lane.done = (
+        not adopted and part.end_offset is not None and start >= 0 and start >= part.end_offset
+    )
+    return lane
+
+
+@dataclass
+class Fetched:
+    """One fetch, sorted: records per lane (by `id`), and the lane events it carried."""
+
+    chunks: dict[int, list[Message]] = field(default_factory=dict)
+    ends: list[tuple[Lane, int]] = field(default_factory=list)
+    """End-of-partition events, applied once the records before them are copied."""
+    out_of_range: list[Lane] = field(default_factory=list)
+
+
+_Staged = tuple[Lane, list[OffsetSync], Progress | None]
+"""A lane whose offset syncs and progress a transaction holds, with them."""
+
+
+class Copier(ABC):
+    """The consume → produce loop of a task's partitions, one transaction per batch; a
+    subclass says how much to fetch, how long to wait for it, and when to commit besides a
+    full batch."""
+
+    follows: ClassVar[bool]
+    """Whether the copier follows its partitions: its offset syncs are throttled (MM2's
+    `offset.lag.max`, see `OffsetSyncWriter`); a pass writes all of its own."""
+    producer_defaults: ClassVar[Mapping[str, object]] = {}
+    """Producer settings of the copier's kind over the copy's defaults (see
+    `start_transactional_producer`)."""
+
+    def __init__(
+        self,
+        spec: CopyTaskSpec,
+        producer: Producer,
+        lanes: list[Lane],
+        commits: list[int] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.commits = commits if commits is not None else [0]
+        self.producer = producer
+        self.lanes = lanes
+        self.by_partition = {
+            (lane.range.source_topic, lane.range.partition): lane for lane in lanes
+        }
+        self.errors: list[str] = []
+        self._listed: dict[str, tuple[float, bool]] = {}  # topic -> (checked at, listed)
+        self.txn_records = 0
+        self.txn_bytes = 0
+        self.last_commit = 0.0
+        """When the last transaction committed (monotonic)."""
+        self.in_txn = False
+        self.consumer = Consumer(
+            committed_reader_config(
+                {**_CONSUMER_DEFAULTS, **spec.source_consumer},
+                spec.source_consumer.get("group.id", "mm2-assets-copy"),
+                # The end of the log: where a pass ends, and for both modes how far the
+                # partition is read when its last offsets hold no record (markers).
+                {"enable.partition.eof": True},
+                # A position retention already deleted is a gap to report, and a position past
+                # the log end a recreated topic: both are handled in `_out_of_range`, never
+                # silently reset.
+                {"auto.offset.reset": "error"},
+            )
+        )
+        self.syncs = OffsetSyncWriter(
+            flow=spec.flow,
+            topic=spec.offset_syncs_topic,
+            offset_lag_max=spec.offset_lag_max,
+            follows=self.follows,
+            source_producer=None if spec.offset_syncs_on_target else spec.source_producer,
+        )
+
+    def close(self) -> None:
+        """Release the clients; offset syncs bound for the source are flushed first (one
+        not acknowledged by then counts as failed)."""
+        self.consumer.close()
+        self.syncs.close(self.lanes[0].result)
+
+    def _track(self, batch: _Batch, upstream: int, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            where = f"{msg.topic()}-{msg.partition()} (upstream offset {upstream})"
+            self.errors.append(f"{where}: {err}")
+        else:
+            batch.downstream[upstream] = msg.offset()
+
+    def _assign(self) -> None:
+        assignment = []
+        for lane in self.lanes:
+            if lane.done:
+                continue
+            part = lane.range
+            if lane.position < 0:
+                # No progress yet: start at the log start. Resolving it here is much cheaper
+                # than assigning OFFSET_BEGINNING, which costs an offset reset round of ~0.5 s.
+                try:
+                    lane.position, _ = self.consumer.get_watermark_offsets(
+                        TopicPartition(part.source_topic, part.partition), timeout=30
+                    )
+                except KafkaException as exc:
+                    if exc.args[0].code() not in _TOPIC_GONE:
+                        raise
+                    self._gone(lane, exc.args[0], assigned=False)
+                    continue
+                lane.result.start_offset = lane.result.next_offset = lane.position
+                if lane.result.restarted:
+                    # The old incarnation's progress must be overwritten even if nothing is
+                    # copied: mark the progress as not yet recorded.
+                    lane.result.next_offset = -1
+            assignment.append(TopicPartition(part.source_topic, part.partition, lane.position))
+        self.consumer.assign(assignment)
+
+    def _finish(self, lane: Lane) -> None:
+        """A pass's partition reached its end offset: stop fetching it."""
+        if lane.done:
+            return
+        lane.done = True
+        part = lane.range
+        self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
+
+    def _at_end(self, lane: Lane, offset: int) -> None:
+        """The consumer read `lane`'s partition up to `offset` (its end when read): offsets
+        before it that held no record (transaction markers, aborted records, compacted
+        records) are passed too, so progress and lag reach the end. A pass stops there."""
+        end = lane.range.end_offset
+        # Never past a pass's planned end: records beyond it are the next pass's.
+        reached = offset if end is None else min(offset, end)
+        if reached > lane.position:
+            lane.position = reached
+        if end is not None:
+            self._finish(lane)
+
+    def _out_of_range(self, lane: Lane) -> None:
+        """The lane's position is no longer in the source log: retention or DeleteRecords
+        removed offsets not yet copied (a gap: counted, reported, the copy goes on from the
+        log start), or the log ends before it (the topic was recreated: copied from its new
+        start). Moves the lane's position; the caller assigns the partitions again."""
+        spec, part = self.spec, lane.range
+        tp = TopicPartition(part.source_topic, part.partition)
+        low, high = self.consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+        where = f"{spec.flow}: {part.source_topic}-{part.partition}"
+        if lane.position < low:
+            end = part.end_offset
+            lost = (low if end is None else min(low, end)) - lane.position
+            lane.result.lost_to_retention += lost
+            lane.lost_total += lost
+            log.warning(
+                "%s: %d records (offsets %d to %d) were deleted by retention or DeleteRecords "
+                "before they were copied; they are lost on the target. Continuing at %d.",
+                where,
+                lost,
+                lane.position,
+                low - 1,
+                low,
+            )
+        elif lane.position > high:
+            lane.result.restarted = 1
+            log.warning(
+                "%s: the log ends at %d, before the committed progress %d: the topic was "
+                "recreated (or truncated); copying it from its start %d",
+                where,
+                high,
+                lane.position,
+                low,
+            )
+            # Progress moves back now (written even if nothing is copied, see `_assign`).
+            lane.result.next_offset = -1
+        else:
+            raise CopyError(
+                f"{where}: offset {lane.position} out of range though the log holds [{low}, {high})"
+            )
+        lane.position = low
+        if part.end_offset is not None and low >= part.end_offset:
+            lane.position = part.end_offset
+            self._finish(lane)
+
+    def _source_topic_listed(self, topic: str) -> bool:
+        """Whether the source cluster still lists `topic` (True when it cannot tell: only a
+        topic the cluster says is unknown counts as deleted). One metadata request per topic
+        per second at most: a restarting broker reports errors for every partition and round,
+        and the copy loop must not stall on them with a transaction open."""
+        now = time.monotonic()
+        seen = self._listed.get(topic)
+        if seen is not None and now - seen[0] < 1.0:
+            return seen[1]
+        try:
+            metadata = self.consumer.list_topics(topic, timeout=5)
+        except KafkaException:
+            listed = True
+        else:
+            found = metadata.topics.get(topic)
+            listed = found is not None and found.error is None
+        self._listed[topic] = (now, listed)
+        return listed
+
+    def _gone(self, lane: Lane, error: KafkaError, *, assigned: bool = True) -> None:
+        """The lane's source topic was deleted while copying: what was read is committed,
+        the lane stops (a follower's next topic refresh drops the partition)."""
+        part = lane.range
+        if self._source_topic_listed(part.source_topic):
+            # The topic is still there: a broker restarting or a leader moving reports the
+            # same errors for a while. librdkafka keeps retrying an assigned partition.
+            if not assigned:
+                raise KafkaException(error)
+            log.info(
+                "%s: %s-%d: %s while the topic exists; retrying",
+                self.spec.flow,
+                part.source_topic,
+                part.partition,
+                error.str(),
+            )
+            return
+        if not lane.result.topic_deleted:
+            log.warning(
+                "%s: source topic '%s' was deleted while partition %d was copied (%s); "
+                "stopping at offset %d",
+                self.spec.flow,
+                part.source_topic,
+                part.partition,
+                error.str(),
+                lane.position,
+            )
+        lane.result.topic_deleted = 1
+        lane.done = True
+        if assigned:
+            # Paused, not unassigned: unassigning one partition means assigning all anew.
+            self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
+
+    def run(self) -> None:
+        """Copy until `_next_ask` says the copy is done (a pass's end; a follower runs until
+        it is killed or fails)."""
+        self._assign()
+        while True:
+            ask = self._next_ask()
+            if ask is None:
+                return
+            polled_at = time.monotonic()
+            fetched = self._sort(self._fetch(*ask))
+            self._copy_fetched(fetched, polled_at)
+            self._after_fetch(fetched)
+            self.producer.poll(0)
+
+    @abstractmethod
+    def _next_ask(self) -> tuple[int, float] | None:
+        """(records wanted, seconds to wait) for the next fetch; None when the copy is done."""
+
+    @abstractmethod
+    def _fetch(self, wanted: int, timeout: float) -> list[Message]:
+        """Up to `wanted` records (and events) within `timeout`."""
+
+    @abstractmethod
+    def _after_fetch(self, fetched: Fetched) -> None:
+        """Commit the open transaction if this kind of copier commits after such a fetch
+        (records it copied, or none)."""
+
+    @abstractmethod
+    def _opened(self, polled_at: float) -> None:
+        """A fetch polled at `polled_at` opened a transaction (a follower's commit deadline
+        starts then)."""
+
+    def _sort(self, messages: list[Message]) -> Fetched:
+        """A fetch's records by lane, and its lane events (end of partition, out of range)."""
+        fetched = Fetched()
+        single = self.lanes[0] if len(self.lanes) == 1 else None
+        own: list[Message] = []  # the single lane's records (no per-record lookup)
+        for msg in messages:
+            error = msg.error()
+            if error is not None:
+                self._lane_event(msg, error, fetched)
+            elif single is not None:
+                own.append(msg)
+            else:
+                lane = self.by_partition[(msg.topic(), msg.partition())]
+                fetched.chunks.setdefault(id(lane), []).append(msg)
+        if single is not None:
+            fetched.chunks[id(single)] = own
+        return fetched
+
+    def _lane_event(self, msg: Message, error: KafkaError, fetched: Fetched) -> None:
+        """An event of one partition (noted, or handled at once); any other error fails."""
+        code = error.code()
+        lane = self.by_partition.get((msg.topic(), msg.partition()))
+        if lane is None or code not in _LANE_EVENTS:
+            raise CopyError(f"{self.spec.describe()}: consume failed: {KafkaException(error)}")
+        if lane.done:
+            return
+        if code == KafkaError._PARTITION_EOF:
+            fetched.ends.append((lane, msg.offset()))
+        elif code == KafkaError._AUTO_OFFSET_RESET:
+            fetched.out_of_range.append(lane)
+        else:
+            self._gone(lane, error)
+
+    def _copy_fetched(self, fetched: Fetched, polled_at: float) -> None:
+        """Produce a fetch's records in the open transaction (opening one), then apply its
+        lane events."""
+        for lane in self.lanes:
+            messages = fetched.chunks.get(id(lane))
+            if not messages:
+                continue
+            if not self.in_txn:
+                self.producer.begin_transaction()
+                self.in_txn = True
+                self._opened(polled_at)
+            self.in_txn = self._copy_chunk(lane, messages)
+        for lane, offset in fetched.ends:
+            self._at_end(lane, offset)
+        if fetched.out_of_range:
+            # After the chunks are copied, so every lane's position is current: assigning
+            # again (a partition stopped by a reset error cannot seek) drops nothing.
+            for lane in fetched.out_of_range:
+                self._out_of_range(lane)
+            self._assign()
+
+    def _quiet_work(self) -> bool:
+        """Whether a lane holds back an offset sync or progress past offsets with no record
+        (what a quiet follower commits by itself, and a pass at its end)."""
+        return any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes)
+
+    def _copy_chunk(self, lane: Lane, messages: list[Message]) -> bool:
+        """Produce one partition's consumed records; True while a transaction stays open."""
+        spec, end = self.spec, lane.range.end_offset
+        offsets = [msg.offset() for msg in messages]
+        if end is not None and offsets[-1] >= end:
+            keep = sum(1 for offset in offsets if offset < end)
+            messages, offsets = messages[:keep], offsets[:keep]
+            self._finish(lane)
+        last_index = len(messages) - 1
+        in_txn = True
+        for i, msg in enumerate(messages):
+            if not in_txn:
+                self.producer.begin_transaction()
+                in_txn = True
+            key, value = msg.key(), msg.value()
+            size = (len(value) if value else 0) + (len(key) if key else 0)
+            lane.batch.bytes += size
+            self.txn_bytes += size
+            self.txn_records += 1
+            full = self.txn_records >= spec.batch_records or self.txn_bytes >= spec.batch_bytes
+            # Only a batch's first and last records need their downstream offset; the last
+            # record of each consumed chunk may turn out to be a batch's last.
+            track = not lane.batch.upstream or full or i == last_index
+            self._produce(lane, msg, offsets[i], key, value, track)
+            if full:
+                self._commit()
+                in_txn = False
+        if offsets:
+            lane.position = offsets[-1] + 1
+            if end is not None and lane.position >= end and not lane.done:
+                self._finish(lane)
+        return in_txn
+
+    def _produce(
+        self,
+        lane: Lane,
+        msg: Message,
+        upstream: int,
+        key: bytes | None,
+        value: bytes | None,
+        track: bool,
+    ) -> None:
+        # Untracked records get no callback (a Python call per record costs throughput); a
+        # failed delivery still fails the transaction's commit.
+        callback = partial(self._track, lane.batch, upstream) if track else None
+        while True:
+            try:
+                self.producer.produce(
+                    lane.range.remote_topic,
+                    value=value,
+                    key=key,
+                    partition=lane.range.partition,
+                    timestamp=msg.timestamp()[1],
+                    headers=msg.headers(),
+                    on_delivery=callback,
+                )
+                break
+            except BufferError:
+                # The local queue is full: serve delivery reports until there is room.
+                self.producer.poll(0.1)
+            except KafkaException as exc:
+                part = lane.range
+                size = (len(value) if value else 0) + (len(key) if key else 0)
+                raise CopyError(
+                    f"{self.spec.describe()}: cannot copy {part.source_topic}-{part.partition} "
+                    f"offset {upstream} ({size} bytes) to '{part.remote_topic}': {exc}. "
+                    + (_TOO_LARGE_HINT if _too_large(exc) else "")
+                ) from exc
+        lane.batch.upstream.append(upstream)
+
+    def _commit(self) -> None:
+        """Flush the batch, add its offset syncs and progress, commit the transaction."""
+        self._flush_batch()
+        staged = [s for s in map(self._stage, self.lanes) if s is not None]
+        try:
+            self.producer.commit_transaction(120)
+        except KafkaException as exc:
+            raise CopyError(f"{self.spec.describe()}: transaction commit failed: {exc}") from exc
+        self.commits[0] += 1
+        self.last_commit = time.monotonic()
+        for lane, syncs, progress in staged:
+            self._committed(lane, syncs, progress)
+        self.syncs.poll()
+        self.txn_records = self.txn_bytes = 0
+
+    def _flush_batch(self) -> None:
+        """Wait for every record of the transaction; abort it and fail when one failed."""
+        remaining = self.producer.flush(120)
+        if self.errors or remaining:
+            self.producer.abort_transaction(60)
+            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
+            raise CopyError(
+                f"{self.spec.describe()}: producing to the remote topics failed: "
+                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
+            )
+
+    def _stage(self, lane: Lane) -> _Staged | None:
+        """Add the lane's offset syncs and progress to the open transaction; None when it has
+        neither to add."""
+        batch = lane.batch
+        if batch.upstream:
+            first_downstream = batch.downstream[batch.upstream[0]]
+            last_downstream = batch.downstream[batch.upstream[-1]]
+            syncs = self.syncs.batch_syncs(
+                lane.key, batch.upstream, first_downstream, last_downstream
+            )
+            lane.downstream_next = last_downstream + 1
+        else:
+            # Quiet since the last commit: a held-back newest mapping is final.
+            syncs = self.syncs.quiet_syncs(lane.key)
+        progress = None
+        if batch.upstream or lane.unrecorded:
+            progress = self._produce_progress(lane)
+        if progress is None and not syncs:
+            return None
+        self.syncs.write_in_transaction(self.producer, syncs)
+        return lane, syncs, progress
+
+    def _produce_progress(self, lane: Lane) -> Progress:
+        """The lane's new progress, produced in the open transaction."""
+        spec, batch, part = self.spec, lane.batch, lane.range
+        # The position is never past a record not yet copied (it only moves to an
+        # end of log or a log start), so it may count for the progress too.
+        progress = Progress(
+            spec.flow,
+            part.source_topic,
+            part.partition,
+            next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
+            downstream_next=lane.downstream_next,
+            topic_id=part.topic_id,
+            lost_to_retention=lane.lost_total,
+        )
+        self.producer.produce(
+            spec.progress_topic,
+            key=progress.record_key(),
+            value=progress.record_value(),
+            partition=progress_partition(spec.flow, part.source_topic, part.partition),
+        )
+        return progress
+
+    def _committed(self, lane: Lane, syncs: list[OffsetSync], progress: Progress | None) -> None:
+        """What a lane's committed batch adds to its result; the lane starts a new batch."""
+        # Syncs bound for the source go now: they only ever describe durable records.
+        self.syncs.write_committed(syncs, lane.result)
+        result = lane.result
+        result.offset_syncs += len(syncs)
+        if progress is not None:
+            result.records += len(lane.batch.upstream)
+            result.bytes += lane.batch.bytes
+            result.transactions += 1
+            result.next_offset = progress.next_offset
+            lane.batch = _Batch()
