@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -168,6 +169,7 @@ def _format_storage(
         [
             java_executable(),
             "-Xmx256m",
+            *kafka_jvm_options(),
             f"-Dlog4j2.configurationFile={log4j_config()}",
             "-cp",
             classpath(),
@@ -247,6 +249,36 @@ def _check_ports_free(alias: str, port: int, controller_port: int, tls_port: int
             )
 
 
+KAFKA_JVM_OPTIONS_ENV = "MM2_ASSETS_KAFKA_JVM_OPTIONS"
+"""Extra JVM options for the local Kafka JVMs (brokers and the storage tool), space-separated.
+The test suite sets `-XX:TieredStopAtLevel=1`: brokers that serve tests need no C2 compiler,
+and leaving it out takes about 40 % off their CPU (measured: 10.0 -> 5.8 s for a start and a
+small workload); benchmarks leave it unset."""
+
+
+def kafka_jvm_options() -> list[str]:
+    """The options of `KAFKA_JVM_OPTIONS_ENV` (none when unset)."""
+    return shlex.split(os.environ.get(KAFKA_JVM_OPTIONS_ENV, ""))
+
+
+def broker_command(props_file: Path, *, heap: str) -> list[str]:
+    """The command line of a local broker JVM on `props_file`."""
+    return [
+        java_executable(),
+        f"-Xmx{heap}",
+        "-Xms128m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        *kafka_jvm_options(),
+        f"-Dlog4j2.configurationFile={log4j_config()}",
+        "-cp",
+        classpath(),
+        "kafka.Kafka",
+        str(props_file),
+    ]
+
+
 def _start_broker(
     props_file: Path, log_file: Path, *, heap: str, attached: bool
 ) -> subprocess.Popen[bytes]:
@@ -255,19 +287,7 @@ def _start_broker(
     Its own session, so a terminal's Ctrl-C does not reach it; attached, it dies with us."""
     with log_file.open("ab") as log:
         return subprocess.Popen(
-            [
-                java_executable(),
-                f"-Xmx{heap}",
-                "-Xms128m",
-                "-XX:+UseG1GC",
-                "-XX:MaxGCPauseMillis=20",
-                "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={log4j_config()}",
-                "-cp",
-                classpath(),
-                "kafka.Kafka",
-                str(props_file),
-            ],
+            broker_command(props_file, heap=heap),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,25 @@
+"""The local brokers' JVM command line: extra options from the environment, for tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, broker_command
+
+
+def test_extra_jvm_options_come_before_the_main_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1  -Dx='a b'")
+    command = broker_command(Path("/tmp/server.properties"), heap="512m")
+    main = command.index("kafka.Kafka")
+    assert command.index("-XX:TieredStopAtLevel=1") < main
+    assert command.index("-Dx=a b") < main  # quoted as a shell would
+    assert command[-1] == "/tmp/server.properties"
+
+
+def test_no_extra_options_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KAFKA_JVM_OPTIONS_ENV, raising=False)
+    command = broker_command(Path("/tmp/server.properties"), heap="512m")
+    assert not any("TieredStopAtLevel" in part for part in command)
+    assert "-Xmx512m" in command
