@@ -9,6 +9,7 @@ user's follower. Each function says why the public API does not do.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import dagster as dg
@@ -21,6 +22,25 @@ stores 2,000 planned events, ~30 ms each on SQLite: 60 s of a 65 s run (bench/sc
 Dagster's trade-off: partitions of a failed range run are not marked failed in the UI (the
 run and its failure alert still are). An environment switch, read by Dagster's event log
 storage; not part of its documented configuration."""
+
+
+SENSOR_DAEMON_LOOP_S = 5
+"""How often Dagster's sensor daemon looks for due sensors (its `MIN_INTERVAL_LOOP_TIME`; the
+compat test pins it)."""
+
+
+def sensor_min_interval(seconds: int) -> int:
+    """The `minimum_interval_seconds` that makes a sensor tick every `seconds`, rounded up to
+    the daemon's loop.
+
+    The daemon ticks a sensor on the first loop at which the time since its last tick is at
+    least the minimum. Loops come every 5 s, a few milliseconds early or late relative to the
+    previous tick, so a minimum equal to a multiple of the loop is met on its loop only about
+    half the time: a 5 s listener ticked every 5 or 10 s at random (measured). One second less
+    than the loop multiple lands every tick on the loop it is due.
+    """
+    loops = max(1, math.ceil(seconds / SENSOR_DAEMON_LOOP_S))
+    return loops * SENSOR_DAEMON_LOOP_S - 1
 
 
 def add_run_tags(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> None:

@@ -49,7 +49,7 @@ import dagster as dg
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.cursors import read_cursor, write_cursor
-from mm2_assets.defs.dagster_compat import ensure_pool_limit
+from mm2_assets.defs.dagster_compat import ensure_pool_limit, sensor_min_interval
 from mm2_assets.defs.health.watch import watch_flow
 from mm2_assets.defs.replication.follower import follower_recovery, follower_request
 from mm2_assets.defs.run_requests import (
@@ -362,7 +362,7 @@ def replication_driver_sensor(
             "checkpoints, group offset syncs and topic config syncs on their intervals, and "
             "evaluates the health checks."
         ),
-        minimum_interval_seconds=tick,
+        minimum_interval_seconds=sensor_min_interval(tick),
         target=follower if follower is not None else targets,
         default_status=dg.DefaultSensorStatus.RUNNING,
     )

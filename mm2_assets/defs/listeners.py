@@ -20,6 +20,7 @@ import dagster as dg
 
 from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
 from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.dagster_compat import sensor_min_interval
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.plugins import call_with_timeout
 
@@ -156,7 +157,7 @@ def listener_sensor(flow: FlowConfig, spec: "ListenerSpec[Any, Any]") -> dg.Sens
     @dg.sensor(
         name=f"{flow.key}__{kind}_listener",
         description=spec.description,
-        minimum_interval_seconds=spec.interval_seconds,
+        minimum_interval_seconds=sensor_min_interval(spec.interval_seconds),
         target=list(spec.target) or None,
         default_status=dg.DefaultSensorStatus.RUNNING,
     )

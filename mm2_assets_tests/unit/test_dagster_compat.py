@@ -13,6 +13,7 @@ import pytest
 
 from mm2_assets.defs.dagster_compat import (
     PLANNED_EVENTS_ENV,
+    SENSOR_DAEMON_LOOP_S,
     add_run_tags,
     claim_pool_slot,
     ensure_pool_limit,
@@ -22,6 +23,7 @@ from mm2_assets.defs.dagster_compat import (
     planned_partitions,
     pool_holders,
     pools_by_op,
+    sensor_min_interval,
     step_error_text,
     supports_pools,
 )
@@ -142,3 +144,17 @@ def test_pools_are_left_alone_on_an_instance_without_op_pools(tmp_path: Path) ->
         assert not pools_by_op(bare)
         assert not ensure_pool_limit(bare, "mm2-assets/replication/a", 1)
         assert bare.event_log_storage.get_pool_limits() == []
+
+
+def test_sensor_minimums_land_every_tick_on_the_daemon_loop_it_is_due() -> None:
+    # The loop period we round to is the daemon's own.
+    from dagster._daemon.sensor import MIN_INTERVAL_LOOP_TIME
+
+    assert MIN_INTERVAL_LOOP_TIME == SENSOR_DAEMON_LOOP_S
+    # 5 s: every loop (a minimum of 5 met only when a loop came late: every 5 or 10 s).
+    assert sensor_min_interval(5) == 4
+    # Shorter than a loop: every loop, as before.
+    assert sensor_min_interval(1) == 4
+    # 6 s: the second loop (10 s), never the first; 30 s: the sixth.
+    assert sensor_min_interval(6) == 9
+    assert sensor_min_interval(30) == 29
