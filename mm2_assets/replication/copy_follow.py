@@ -27,7 +27,7 @@ from mm2_assets.replication.copy_shared import (
     copy_from_progress,
 )
 from mm2_assets.stores.topic_reader import TopicReadError
-from mm2_assets.stores.writer_lease import WriterLeaseLost
+from mm2_assets.stores.writer_lease import LeaseTail, WriterLeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +105,26 @@ class FollowCopier(Copier):
         """The shortest gap (seconds) after a commit before a quiet one."""
         self.deadline = 0.0
         """When the open transaction must commit."""
+        # Ends the task as soon as its layout is replaced (see LeaseTail).
+        self.lease_tail = (
+            LeaseTail(spec.lease, spec.target_consumer) if spec.lease is not None else None
+        )
+
+    def close(self) -> None:
+        """The base's clients, then the lease tail."""
+        try:
+            super().close()
+        finally:
+            if self.lease_tail is not None:
+                self.lease_tail.close()
 
     def _next_ask(self) -> tuple[int, float] | None:
         """(records wanted, seconds to wait) for the next fetch; never None: a follower
-        follows until it is killed."""
+        follows until it is killed or its layout is replaced (raises CopyError from
+        WriterLeaseLost, with the open transaction left to the fencing that replaced it)."""
+        lost = self.lease_tail.lost() if self.lease_tail is not None else None
+        if lost is not None:
+            raise CopyError(f"{self.spec.describe()}: {lost}") from lost
         # With a transaction open, wait for more records no longer than until it may
         # commit: commits follow the traffic (see `commit_due`).
         now = time.monotonic()

@@ -5,7 +5,8 @@
 step); it waits for the flow (or refuses once its wait is over, naming the holder), runs the
 fencing round, renews the lease in a thread and releases it at the end. `check_lease` is what
 every copy task does before and after initialising its transactional producer: a task of a
-writer that lost the flow (a zombie Spark job, a retried task) copies nothing.
+writer that lost the flow (a zombie Spark job, a retried task) copies nothing. A following
+task then tails the lease (`LeaseTail`) and ends as soon as its layout is replaced.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
 from mm2_assets.kafka.admin import BOUNDED_COMPACTED, ensure_topic, flow_admin
 from mm2_assets.kafka.clients import client_config, committed_reader_config
@@ -124,19 +125,64 @@ def current_lease(flow: FlowConfig) -> LeaseRecord:
 
 def check_lease(token: LeaseToken, consumer_config: Mapping[str, str]) -> None:
     """Raise WriterLeaseLost unless `token`'s holding is still the flow's current lease."""
-    latest = _read_once(consumer_config, token.topic, token.flow)
+    lost = _lost(token, _read_once(consumer_config, token.topic, token.flow))
+    if lost is not None:
+        raise lost
+
+
+def _lost(token: LeaseToken, latest: LeaseRecord) -> WriterLeaseLost | None:
+    """Why `latest` is not `token`'s holding any more (None while it is)."""
     ours = latest.epoch == token.epoch and latest.holder.id == token.holder_id
-    if not ours or latest.released or latest.generation != token.generation:
-        if latest.released:
-            now = "given up"
-        elif ours:
-            now = f"on a newer layout of its copy tasks ({latest.generation})"
-        else:
-            now = f"held by {latest.holder.describe()} (epoch {latest.epoch})"
-        raise WriterLeaseLost(
-            f"flow {token.flow}: this copy task's writer lease (epoch {token.epoch}, layout "
-            f"{token.generation}) is {now}: not copying"
+    if ours and not latest.released and latest.generation == token.generation:
+        return None
+    if latest.released:
+        now = "given up"
+    elif ours:
+        now = f"on a newer layout of its copy tasks ({latest.generation})"
+    else:
+        now = f"held by {latest.holder.describe()} (epoch {latest.epoch})"
+    return WriterLeaseLost(
+        f"flow {token.flow}: this copy task's writer lease (epoch {token.epoch}, layout "
+        f"{token.generation}) is {now}: not copying"
+    )
+
+
+class LeaseTail:
+    """A following copy task's tail of its writer lease: tells, between fetches, that the
+    task's layout is no longer the flow's current one, so the task ends at once.
+
+    Without it a task of a replaced layout stays in its Spark slot until Spark kills its
+    Python worker, 2-4 s after the job was cancelled (PySpark's worker monitor checks every
+    2 s, then waits `spark.python.task.killTimeout`), and the new layout's tasks wait for
+    those slots. Read from the partition's end when the task has checked its lease: a record
+    written in between is followed by the holder's next renewal (every fifth of the lease
+    timeout), which carries the same generation.
+    """
+
+    def __init__(self, token: LeaseToken, consumer_config: Mapping[str, str]) -> None:
+        self.token = token
+        self._key = lease_key(token.flow)
+        self._consumer = Consumer(
+            # Long fetches: an idle tail costs a request every half second.
+            committed_reader_config(
+                consumer_config, "mm2-assets-writer-lease", {"fetch.wait.max.ms": 500}
+            )
         )
+        self._consumer.assign([TopicPartition(token.topic, 0, OFFSET_END)])
+
+    def lost(self) -> WriterLeaseLost | None:
+        """Why the task's holding ended, from the lease records that arrived since the last
+        call (None while it holds; never waits)."""
+        for msg in self._consumer.consume(100, timeout=0):
+            if msg.error() is None and msg.key() == self._key and msg.value() is not None:
+                lost = _lost(self.token, LeaseRecord.from_record(msg.key(), msg.value()))
+                if lost is not None:
+                    return lost
+        return None
+
+    def close(self) -> None:
+        """Close the tail's consumer."""
+        self._consumer.close()
 
 
 class WriterLease:

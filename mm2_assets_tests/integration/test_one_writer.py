@@ -25,7 +25,10 @@ from confluent_kafka import KafkaException, Producer
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.mm2.writer_lease import writer_transactional_id
-from mm2_assets.stores.writer_lease import current_lease
+from mm2_assets.replication.copy_task import CopyError, CopyTaskSpec, run_copy_task
+from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
+from mm2_assets.stores.progress_store import read_flow_progress
+from mm2_assets.stores.writer_lease import WriterLease, WriterLeaseLost, current_lease
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.dagster_dev import DagsterDev
 from mm2_assets_tests.integration.test_follower import (
@@ -193,6 +196,50 @@ def read_output(proc: subprocess.Popen[str], into: list[str]) -> threading.Threa
 def following(lines: list[str]) -> Callable[[], bool]:
     """Whether a `mm2-assets follow` has started copying (its first layout line)."""
     return lambda: any("following" in line and "partitions" in line for line in lines)
+
+
+def test_a_following_task_ends_by_itself_once_its_layout_is_replaced(
+    primary, backup, write_mm2_config
+) -> None:
+    # A new layout (a topic added, partitions added) replaces every task of the old one. A
+    # task that kept following until Spark killed its worker would hold its slot for 2-4 s
+    # and stall the new layout: it must end by itself, without copying anything twice.
+    topic, _, flow = one_topic_flow(primary, write_mm2_config, "replaced", extra="")
+    ended: list[BaseException | None] = []
+
+    def follow(task: CopyTaskSpec) -> threading.Thread:
+        def run() -> None:
+            try:
+                run_copy_task(task)
+                ended.append(None)
+            except BaseException as exc:
+                ended.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    with WriterLease(flow, slots=1, what="test follower") as lease:
+        assert lease.acquire(wait=10.0)
+        with Writing(primary, topic):
+            plan = plan_replication(flow, [topic], follow=True)
+            old = follow(assign_tasks(flow, plan, 1, lease.token)[0])
+            wait_for("the task to commit", lambda: read_flow_progress(flow))
+            assert not ended, f"the task ended while its layout was current: {ended}"
+            lease.fence()  # a follower's re-layout: a new generation, every slot fenced
+            old.join(10)
+            assert not old.is_alive(), "the task of the replaced layout kept following"
+            (error,) = ended
+            assert isinstance(error, CopyError) and isinstance(error.__cause__, WriterLeaseLost)
+            assert "newer layout" in str(error)
+            # The new layout's task resumes where the old one committed.
+            plan = plan_replication(flow, [topic], follow=True)
+            new = follow(assign_tasks(flow, plan, 1, lease.token)[0])
+        # The producer stopped: the new task copies the last records, each once.
+        assert_exactly_once(primary, backup, topic)
+    # The lease given up (the follower stopping): its last task ends too.
+    new.join(10)
+    assert not new.is_alive() and "given up" in str(ended[1])
 
 
 def test_passes_beside_a_follow_command_refuse_naming_it_and_copy_nothing(
