@@ -9,7 +9,7 @@ from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
 
-from mm2_assets.mm2.spark_settings import SparkSettings
+from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
 from mm2_assets.spark.class_archive import driver_java_options
 
 # Local-mode settings: quiet, no UI port, Python workers from this interpreter.
@@ -78,6 +78,14 @@ class SparkResource(LazyPySparkResource):
         from mm2_assets.mm2.config import load_mm2_config
 
         return load_mm2_config(self.secret_config_file).spark.secret_conf()
+
+    def local_slots(self) -> int | None:
+        """The task slots of a local session, known before it starts (`local[N]`: N); None
+        for any other session or when the Spark settings choose the parallelism."""
+        chosen = {"spark.master", "spark.default.parallelism"} & set(self.spark_config)
+        if self.remote_url() or chosen or not self.master.startswith("local"):
+            return None
+        return local_slots(self.master)
 
     def effective_config(self) -> dict[str, str]:
         """The Spark settings the session is built with (secret values included: never show

@@ -50,7 +50,8 @@ from mm2_assets.replication.replication_plan import ReplicationPlan, assign_task
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
-from mm2_assets.spark.job import writer_slots
+from mm2_assets.spark.job import known_writer_slots, writer_slots
+from mm2_assets.spark.session_start import SessionStart
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.checkpoint_store import CheckpointTail
 from mm2_assets.stores.offset_syncs import OffsetSyncTail
@@ -192,16 +193,24 @@ class Follower:
         what: str = "mm2-assets follow",
         topics: TopicSource | None = None,
         groups: Callable[[], Iterable[str] | None] | None = None,
+        local_slots: int | None = None,
     ) -> None:
         """`spark` gives the session (called once, in `run`); `slots` overrides how many copy
         tasks to run (default `writer_slots`); `what` names this follower to writers that
         wait for it (`follower run <id>`); `topics` gives the replicated set to copy (default:
         the listener's listing, `ListedTopics`); `groups` the groups to checkpoint (default,
-        or when it answers None: the group listener's function, at every pass)."""
+        or when it answers None: the group listener's function, at every pass);
+        `local_slots` a local session's task slots, known before it starts.
+
+        When the copy-task count is known without the session (`slots`, `tasks.max`,
+        `local_slots`), the session starts in the background while the follower takes the
+        writer lease and plans its first layout: a follower's start pays the longer of the
+        two, not their sum."""
         self.flow = flow
         self.what = what
         self.lease: WriterLease | None = None
         self._slots_override = slots
+        self._local_slots = local_slots
         self._spark = spark
         self.reporter = reporter or FollowerReporter()
         self.generation = 0
@@ -236,9 +245,14 @@ class Follower:
                 self._admins[side] = flow_admin(self.flow, side)
             return self._admins[side]
 
-    def _start_layout(self, spark: Any, layout: Mapping[str, ReplicatedTopic]) -> None:
-        """The first layout: every slot was fenced when the lease was taken."""
-        self._run_plan(spark, plan_replication(self.flow, sorted(layout), follow=True), layout)
+    def _start_layout(self, session: SessionStart) -> Any:
+        """The first layout, planned while the session may still be starting; every slot was
+        fenced when the lease was taken. Returns the session."""
+        layout = self._topics()
+        plan = plan_replication(self.flow, sorted(layout), follow=True)
+        spark = session.result()
+        self._run_plan(spark, plan, layout)
+        return spark
 
     def _relayout(
         self,
@@ -292,11 +306,16 @@ class Follower:
         flow = self.flow
         # A pair that is not enabled only emits heartbeats (MM2 runs the heartbeat connector
         # for every pair): no Spark, no copy tasks.
-        spark = self._spark() if flow.enabled else None
+        session = SessionStart(self._spark) if flow.enabled else None
+        spark: Any = None
         tracker: ProgressTracker | None = None
         try:
-            if flow.enabled:
-                self._slots = self._slots_override or writer_slots(flow, spark)
+            if session is not None:
+                self._slots = (
+                    self._slots_override
+                    or known_writer_slots(flow, self._local_slots)
+                    or writer_slots(flow, session.result())
+                )
                 self.lease = WriterLease(flow, slots=self._slots, what=self.what)
                 # One writer per flow: wait (a standby) while another writer holds it; taking
                 # it fences every slot any earlier writer of the flow used.
@@ -305,7 +324,7 @@ class Follower:
                 )
                 if not taken:
                     return
-                self._start_layout(spark, self._topics())
+                spark = self._start_layout(session)
                 tracker = ProgressTracker(flow)
             self._follow(spark, stop, tracker, on_loop)
         finally:
@@ -334,6 +353,10 @@ class Follower:
                 if self._heartbeat_producer is not None:
                     self._heartbeat_producer.flush(5)
                     self._heartbeat_producer = None
+                # A session still starting (the lease or the plan failed first) is the
+                # host's to stop once it exists (`follow` stops it after this returns).
+                if session is not None:
+                    session.wait()
                 with contextlib.suppress(Exception):  # reporting never fails the stop
                     self.reporter.stopped()
 

@@ -64,9 +64,15 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
 def writer_slots(flow: FlowConfig, spark: Any) -> int:
     """How many copy tasks a writer of `flow` runs (a pass or a follower): `tasks.max` when
     set, else Spark's slots."""
+    return known_writer_slots(flow, None) or spark_slots(spark)
+
+
+def known_writer_slots(flow: FlowConfig, local_slots: int | None) -> int | None:
+    """`writer_slots` before the session has started: `tasks.max` when set, else
+    `local_slots` (a local session's, known from its master), else None."""
     if "tasks.max" in flow.properties:
         return flow.tasks_max
-    return spark_slots(spark)
+    return local_slots
 
 
 def spark_slots(spark: Any) -> int:

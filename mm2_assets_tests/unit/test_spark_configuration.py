@@ -12,6 +12,8 @@ from mm2_assets.follow_command import spark_for
 from mm2_assets.mm2.config import MM2Config, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.spark_settings import local_slots
+from mm2_assets.spark.job import known_writer_slots
+from mm2_assets.spark.session_start import SessionStart
 
 BASE = """\
 clusters = primary, backup
@@ -168,3 +170,31 @@ def test_follow_sizes_a_local_spark_from_its_master() -> None:
     assert (resource.master, per_flow) == ("local[3]", 1)
     resource, per_flow = spark_for(parse("mm2assets.spark.master = local[4]\n").spark, None, 2)
     assert (resource.master, per_flow) == ("local[4]", 2)
+
+
+def test_a_follower_knows_its_task_count_before_a_local_session_starts(monkeypatch) -> None:
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert SparkResource(master="local[3]").local_slots() == 3
+    # Parallelism chosen by settings, a cluster or Spark Connect: only the session knows.
+    chosen = SparkResource(master="local[3]", spark_config={"spark.default.parallelism": "8"})
+    assert chosen.local_slots() is None
+    assert SparkResource(master="spark://h:7077").local_slots() is None
+    assert SparkResource(remote="sc://h:15002").local_slots() is None
+    flow = parse().flows[0]
+    assert known_writer_slots(flow, 3) == 3
+    assert known_writer_slots(flow, None) is None
+    # tasks.max wins, as in writer_slots.
+    assert known_writer_slots(parse("tasks.max = 5\n").flows[0], 3) == 5
+
+
+def test_a_session_started_in_the_background_gives_itself_or_its_error() -> None:
+    started = SessionStart(lambda: "session")
+    assert started.result() == "session"
+
+    def fails() -> object:
+        raise RuntimeError("no JVM")
+
+    failed = SessionStart(fails)
+    failed.wait()  # the start ended; waiting never raises
+    with pytest.raises(RuntimeError, match="no JVM"):
+        failed.result()

@@ -319,6 +319,7 @@ def _follow_op(
                 what=f"follower run {context.run_id}",
                 topics=topics,
                 groups=groups,
+                local_slots=spark.local_slots(),
             )
             follower.run(stop, signals.keep)
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
