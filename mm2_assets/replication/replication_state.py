@@ -44,6 +44,9 @@ class PartitionState:
     adopted: bool = False
     """`next_offset` is MM2's position, adopted for a partition never copied by mm2-assets
     (`mm2_adoption`); the copy records it as progress."""
+    lost_to_retention: int = 0
+    """Offsets lost to retention already counted in the committed progress (over the
+    partition's life, earlier incarnations included): what a report window subtracts."""
 
     @property
     def lag(self) -> int:
@@ -132,7 +135,8 @@ def combine_states(
     states = []
     for key in keys:
         done = resumable.get(key)
-        stale = progress.get(key) if done is None else None
+        committed = progress.get(key)
+        stale = committed if done is None else None
         # An adopted position below the log start is a retention gap the copy reports.
         next_offset = done.next_offset if done else adopted.get(key, starts.get(key, 0))
         states.append(
@@ -143,6 +147,7 @@ def combine_states(
                 topic_id=ids.get(key[0]),
                 recreated_from=stale.next_offset if stale else None,
                 adopted=key in adopted,
+                lost_to_retention=committed.lost_to_retention if committed else 0,
             )
         )
     return states

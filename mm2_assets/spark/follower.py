@@ -441,19 +441,20 @@ class Follower:
         )
 
     def _window_baseline(self, tracker: ProgressTracker | None) -> dict[tuple[str, int], int]:
-        """The first report window's starting offsets per partition; reads the gaps already
+        """The first report window's starting offsets per partition, and the gaps already
         reported."""
-        # Counted from the progress the plan saw, before the copy tasks started.
+        # Both from the progress the plan saw, before the copy tasks started: a task may
+        # have copied past a gap (and committed it) by now. Gaps met before this run were
+        # reported by the runs that met them.
         plan = self.plan
-        before = {(s.topic, s.partition): s.next_offset for s in plan.states} if plan else {}
+        states = plan.states if plan else []
+        self._lost = {(s.topic, s.partition): s.lost_to_retention for s in states}
         if tracker is not None:
             try:
-                tracker.refresh()
-                # Gaps met before this run were reported by the runs that met them.
-                self._lost = {k: p.lost_to_retention for k, p in tracker.progress.items()}
+                tracker.refresh()  # its first read is the whole topic: not in a report
             except Exception as exc:  # e.g. a just-created progress topic; read next window
                 self.reporter.problem("progress read", exc)
-        return before
+        return {(s.topic, s.partition): s.next_offset for s in states}
 
     def _check_writer(self, stop: threading.Event) -> bool:
         """Raise FollowerError when the lease was taken over or the copy job failed; True

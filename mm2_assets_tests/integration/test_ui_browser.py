@@ -352,7 +352,13 @@ def _freshness(ui: DemoUI, asset: str) -> str | None:
     return info["freshnessStatus"] if info else None
 
 
-def _wait_freshness(ui: DemoUI, asset: str, status: str, timeout: float) -> None:
+def _wait_freshness(
+    ui: DemoUI,
+    asset: str,
+    status: str,
+    timeout: float,
+    instance: dg.DagsterInstance | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     seen = None
     while time.monotonic() < deadline:
@@ -360,7 +366,45 @@ def _wait_freshness(ui: DemoUI, asset: str, status: str, timeout: float) -> None
         if seen == status:
             return
         time.sleep(1)  # the freshness daemon evaluates every 2 s here: poll its verdict
-    pytest.fail(f"{asset}'s freshness is {seen}, not {status}, after {timeout} s")
+    last = ""
+    if instance is not None:
+        event = instance.get_latest_materialization_event(dg.AssetKey([ui.flow.key, asset]))
+        if event is not None:
+            ago = time.time() - event.timestamp
+            last = f"; last materialized {ago:.0f} s ago by run {event.run_id}"
+        last += f"; runs: {_run_statuses(instance)}"
+    pytest.fail(f"{asset}'s freshness is {seen}, not {status}, after {timeout} s{last}")
+
+
+UNFINISHED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def _run_statuses(instance: dg.DagsterInstance) -> list[tuple[str, str, str]]:
+    return [(r.job_name, r.run_id[:8], r.status.value) for r in instance.get_runs(limit=10)]
+
+
+def _terminate_every_run(ui: DemoUI, instance: dg.DagsterInstance) -> None:
+    """Terminate the flow's unfinished runs (the follower, and any run the driver had just
+    requested before it was stopped) until none is left, as an operator would."""
+    deadline = time.monotonic() + 90
+    terminated: set[str] = set()
+    while time.monotonic() < deadline:
+        unfinished = instance.get_runs(dg.RunsFilter(statuses=UNFINISHED))
+        if not unfinished:
+            assert terminated, f"no run to stop: {_run_statuses(instance)}"
+            return
+        for run in unfinished:
+            if run.run_id not in terminated and run.status != dg.DagsterRunStatus.CANCELING:
+                ui.server.graphql(TERMINATE, {"runId": run.run_id})
+                terminated.add(run.run_id)
+        time.sleep(1)
+    pytest.fail(f"runs still unfinished 90 s after their termination: {_run_statuses(instance)}")
 
 
 def test_freshness_turns_red_when_the_sensors_stop_and_green_again(ui: DemoUI) -> None:
@@ -376,14 +420,9 @@ def test_freshness_turns_red_when_the_sensors_stop_and_green_again(ui: DemoUI) -
     state = ui.server.graphql(SENSOR_QUERY, {"selector": selector})["sensorOrError"]
     ui.server.graphql(STOP_SENSOR, {"id": state["sensorState"]["id"]})
     instance = dg.DagsterInstance.from_config(str(ui.home))
-    followers = instance.get_runs(
-        dg.RunsFilter(job_name=f"{ui.flow.key}__follower", statuses=[dg.DagsterRunStatus.STARTED])
-    )
-    assert followers, "no follower run to stop"
-    for run in followers:
-        ui.server.graphql(TERMINATE, {"runId": run.run_id})
+    _terminate_every_run(ui, instance)
     # Heartbeats fail after 3 report intervals, at least Dagster's minute (freshness.py).
-    _wait_freshness(ui, "heartbeats", "DEGRADED", 180)
+    _wait_freshness(ui, "heartbeats", "DEGRADED", 180, instance)
     ui.open(f"/assets/{ui.flow.key}/heartbeats")
     ui.page.wait_for_function("() => !document.body.innerText.includes('Loading')")
     ui.shot("6-freshness-failing")

@@ -155,3 +155,21 @@ def test_lag_asks_the_log_start_only_of_partitions_with_records_and_no_resume_po
         ("b", 1, 0, 0, 9),
         ("c", 0, 3, 4, None),
     ]
+
+
+def test_a_state_carries_the_gaps_its_committed_progress_already_counted() -> None:
+    """A follower's first report window subtracts the gaps counted before it planned (its
+    tasks may commit a new gap before the window's baseline is read); a recreated topic's
+    count goes on from its earlier incarnation, as its copy task's does."""
+    from mm2_assets.mm2.progress import Progress
+
+    keys = [("a", 0), ("b", 0), ("c", 0)]
+    ends = {("a", 0): 50, ("b", 0): 40, ("c", 0): 7}
+    ids = {"a": "id-a", "b": "id-b", "c": "id-c"}
+    progress = {
+        ("a", 0): Progress("f", "a", 0, 30, 30, topic_id="id-a", lost_to_retention=5),
+        ("b", 0): Progress("f", "b", 0, 25, 25, topic_id="id-old", lost_to_retention=2),
+    }
+    resumable = replication_state.resumable_progress(progress, ends, ids)
+    states = replication_state.combine_states(keys, progress, resumable, ends, ids, {})
+    assert [(s.topic, s.lost_to_retention) for s in states] == [("a", 5), ("b", 2), ("c", 0)]
