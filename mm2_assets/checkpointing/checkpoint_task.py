@@ -22,8 +22,9 @@ from confluent_kafka import (
     Producer,
 )
 
+from mm2_assets.kafka.admin import admin_timeout_s
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.consumer_groups import admin_timeout_s, find_checkpoint_groups
+from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
     DownstreamTranslator,

@@ -24,12 +24,11 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import KafkaAdminError, flow_admin
+from mm2_assets.kafka.admin import KafkaAdminError, admin_timeout_s, flow_admin
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import (
     ACTIVE_GROUP_ERRORS,
     INACTIVE_STATES,
-    admin_timeout_s,
     describe_group_states,
     find_checkpoint_groups,
     list_group_offsets,
@@ -38,7 +37,7 @@ from mm2_assets.kafka.consumer_groups import (
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
 from mm2_assets.stores.checkpoint_store import checkpoints_topic, read_checkpoints
-from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicReadError
+from mm2_assets.stores.topic_reader import TopicReadError
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +186,9 @@ def _latest_checkpoints(
                 client_config(flow, "target", "consumer"),
                 topic,
                 groups=selected,
-                timeout=max(timeout, READ_TIMEOUT_S),
+                # The flow's admin timeout, as every other call of the pass: a target that
+                # is down fails the pass within it.
+                timeout=timeout,
             )
         except (KafkaException, TopicReadError) as exc:
             # The reader knows no alias: name the cluster here (a target down or restarting).

@@ -19,6 +19,7 @@ from mm2_assets.kafka.reachability import check_sasl_login
 from mm2_assets.mm2.config import FlowConfig, Side
 
 ADMIN_TIMEOUT_S = 30.0
+"""The bound of an admin call on a client that carries no flow's `admin.timeout.ms`."""
 
 COMPACTED: Mapping[str, str] = {"cleanup.policy": "compact"}
 INTERNAL_SEGMENT_MS = 10 * 60 * 1000
@@ -41,18 +42,41 @@ class TopicInfo:
     partitions: int
 
 
+class FlowAdmin(AdminClient):
+    """An AdminClient that carries its flow's `admin.timeout.ms`: every helper here bounds
+    its calls on it by that, as MM2 bounds its admin calls."""
+
+    def __init__(self, config: Mapping[str, str], timeout_s: float) -> None:
+        super().__init__(dict(config))
+        self.timeout_s = timeout_s
+
+
 def admin_client(config: Mapping[str, str]) -> AdminClient:
     """An AdminClient for a librdkafka configuration."""
     return AdminClient(dict(config))
 
 
+def admin_timeout_s(flow: FlowConfig) -> float:
+    """The flow's `admin.timeout.ms`, in seconds."""
+    return flow.admin_timeout_ms / 1000.0
+
+
+def call_timeout(admin: AdminClient, timeout: float | None = None) -> float:
+    """`timeout` when given, else the bound of `admin`'s calls: its flow's admin timeout
+    (`FlowAdmin`), or `ADMIN_TIMEOUT_S`."""
+    if timeout is not None:
+        return timeout
+    return admin.timeout_s if isinstance(admin, FlowAdmin) else ADMIN_TIMEOUT_S
+
+
 def flow_admin(flow: FlowConfig, side: Side) -> AdminClient:
-    """An AdminClient on the flow's `side` cluster, with the flow's admin client settings.
+    """An AdminClient on the flow's `side` cluster, with the flow's admin client settings and
+    its `admin.timeout.ms`.
 
     Raises `ClusterAuthenticationError` when the cluster rejects the flow's SASL login."""
     config = client_config(flow, side, "admin")
     check_sasl_login(flow.cluster(side).alias, config)
-    return admin_client(config)
+    return FlowAdmin(config, admin_timeout_s(flow))
 
 
 def list_topics(
@@ -60,12 +84,12 @@ def list_topics(
     *,
     cluster: str,
     topic: str | None = None,
-    timeout: float = ADMIN_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> dict[str, TopicInfo]:
     """Every topic of the cluster (internal `__*` ones included) with its partition count;
     with `topic`, just that one (empty when it does not exist)."""
     try:
-        metadata = admin.list_topics(topic, timeout=timeout)
+        metadata = admin.list_topics(topic, timeout=call_timeout(admin, timeout))
     except KafkaException as exc:
         what = f"topic '{topic}'" if topic is not None else "topics"
         raise KafkaAdminError(f"cannot list {what} of cluster '{cluster}': {exc}") from exc
@@ -85,11 +109,12 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], *, cluster: str) -> dic
     names = sorted(set(topics))
     if not names:
         return {}
-    futures = admin.describe_topics(TopicCollection(names), request_timeout=ADMIN_TIMEOUT_S)
+    timeout = call_timeout(admin)
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
     out: dict[str, str] = {}
     for name, future in futures.items():
         try:
-            out[name] = str(future.result(timeout=ADMIN_TIMEOUT_S).topic_id)
+            out[name] = str(future.result(timeout=timeout).topic_id)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise KafkaAdminError(
@@ -116,13 +141,14 @@ def ensure_topic(
     # Just this topic's metadata: a full listing grows with the cluster (thousands of topics).
     topics = existing if existing is not None else list_topics(admin, cluster=cluster, topic=name)
     current = topics.get(name)
+    timeout = call_timeout(admin)
     if current is None:
         futures = admin.create_topics(
             [NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
-            operation_timeout=ADMIN_TIMEOUT_S,
+            operation_timeout=timeout,
         )
         try:
-            futures[name].result(timeout=ADMIN_TIMEOUT_S)
+            futures[name].result(timeout=timeout)
             return True
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
@@ -136,9 +162,11 @@ def ensure_topic(
         if current is None:
             return False
     if current.partitions < partitions:
-        futures = admin.create_partitions([NewPartitions(name, partitions)])
+        futures = admin.create_partitions(
+            [NewPartitions(name, partitions)], operation_timeout=timeout
+        )
         try:
-            futures[name].result(timeout=ADMIN_TIMEOUT_S)
+            futures[name].result(timeout=timeout)
         except KafkaException as exc:
             raise KafkaAdminError(
                 f"cannot grow topic '{name}' on cluster '{cluster}' from {current.partitions} "
@@ -172,20 +200,21 @@ def ensure_topics(
     missing = [t for t in wanted if t.name not in existing]
     created: set[str] = set()
     settle = [t for t in wanted if t.name in existing]
+    timeout = call_timeout(admin)
     futures = (
         admin.create_topics(
             [
                 NewTopic(t.name, t.partitions, replication_factor, config=dict(t.config))
                 for t in missing
             ],
-            operation_timeout=ADMIN_TIMEOUT_S,
+            operation_timeout=timeout,
         )
         if missing
         else {}
     )
     for topic in missing:
         try:
-            futures[topic.name].result(timeout=ADMIN_TIMEOUT_S)
+            futures[topic.name].result(timeout=timeout)
             created.add(topic.name)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
@@ -216,13 +245,13 @@ def end_offsets(
     cluster: str,
     committed_only: bool = True,
     skip_deleted: bool = False,
-    timeout: float = ADMIN_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> dict[tuple[str, int], int]:
     """The end offset of each topic-partition in one batched ListOffsets call.
 
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
     `skip_deleted` leaves out partitions of topics that no longer exist instead of failing.
-    `timeout` bounds the request (seconds).
+    `timeout` bounds the request (seconds; default: `call_timeout`).
     """
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
     return _list_offsets(
@@ -269,8 +298,9 @@ def _list_offsets(
     cluster: str,
     what: str,
     skip_deleted: bool = False,
-    timeout: float = ADMIN_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> dict[tuple[str, int], int]:
+    timeout = call_timeout(admin, timeout)
     wanted = [TopicPartition(t, p) for t, p in partitions]
     out: dict[tuple[str, int], int] = {}
     for attempt in range(2):

@@ -25,7 +25,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import KafkaAdminError, flow_admin
+from mm2_assets.kafka.admin import KafkaAdminError, admin_timeout_s, flow_admin
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.selection import should_checkpoint_group
 from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
@@ -46,11 +46,6 @@ ACTIVE_GROUP_ERRORS = {
     KafkaError.GROUP_SUBSCRIBED_TO_TOPIC,
     KafkaError.NON_EMPTY_GROUP,
 }
-
-
-def admin_timeout_s(flow: FlowConfig) -> float:
-    """The flow's `admin.timeout.ms`, in seconds."""
-    return flow.admin_timeout_ms / 1000.0
 
 
 _COORDINATOR_ERRORS = {

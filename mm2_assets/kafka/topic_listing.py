@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import ADMIN_TIMEOUT_S, flow_admin, list_topics, topic_ids
+from mm2_assets.kafka.admin import flow_admin, list_topics, topic_ids
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
 
 
 def list_replicated_set(
-    flow: FlowConfig, admin: AdminClient | None = None, *, timeout: float = ADMIN_TIMEOUT_S
+    flow: FlowConfig, admin: AdminClient | None = None, *, timeout: float | None = None
 ) -> dict[str, ReplicatedTopic]:
     """The source topics `flow` replicates now (its filter and replication policy), with their
-    remote topics, partition counts and topic ids: one Metadata call (waiting `timeout` for
-    the cluster to answer) and one DescribeTopics call."""
+    remote topics, partition counts and topic ids: one Metadata call (waiting `timeout`, by
+    default the flow's admin timeout, for the cluster to answer) and one DescribeTopics call."""
     admin = admin or flow_admin(flow, "source")
     source = list_topics(admin, cluster=flow.source.alias, timeout=timeout)
     remotes = flow.remote_topics(source)

@@ -329,7 +329,9 @@ class FlowSettings:
         "admin.timeout.ms",
         INTERVAL,
         "60000",
-        "Timeout for administrative tasks, e.g. detecting new topics.",
+        "Timeout for administrative tasks, e.g. detecting new topics. Bounds every admin "
+        "call on the flow's clusters: with a cluster down, a pass fails within it, naming "
+        "the cluster.",
     )
     # Ours. A blank integer means its default, as the sensors have always read them.
     mm2assets_replication_mode: ReplicationMode = flow_setting(

@@ -27,6 +27,7 @@ from mm2_assets.kafka.admin import (
     BOUNDED_COMPACTED,
     TopicInfo,
     admin_client,
+    admin_timeout_s,
     ensure_topic,
     flow_admin,
     list_topics,
@@ -77,7 +78,7 @@ def emit_heartbeat(
     idempotent `producer` too.
     """
     topic = heartbeats_topic(flow)
-    timeout = flow.admin_timeout_ms / 1000.0
+    timeout = admin_timeout_s(flow)
     created = ensure_topic(
         admin if admin is not None else flow_admin(flow, "target"),
         topic,

@@ -22,6 +22,7 @@ from mm2_assets.kafka.admin import (
     INTERNAL_SEGMENT_MS,
     TopicInfo,
     WantedTopic,
+    admin_timeout_s,
     ensure_topic,
     ensure_topics,
     flow_admin,
@@ -195,7 +196,7 @@ def internal_topic_warnings(
 ) -> list[str]:
     """`compaction_warnings` for the flow's internal topics that existed before this plan:
     progress, checkpoints and writer lease on the target, offset syncs where they live."""
-    timeout = flow.admin_timeout_ms / 1000
+    timeout = admin_timeout_s(flow)
     target_admin, target_topics = target
     ours = [
         progress_topic(flow.source.alias),
@@ -268,7 +269,7 @@ def _describe_for_creation(
     # topic into a deleting one.
     missing = [t for t, remote in plan.remote_topics.items() if remote not in target_topics]
     source_configs, errors = describe_topic_configs(
-        source_admin, missing, timeout=flow.admin_timeout_ms / 1000
+        source_admin, missing, timeout=admin_timeout_s(flow)
     )
     for topic in missing:
         if topic not in source_configs:

@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
-from mm2_assets.kafka.admin import TopicInfo, ensure_topic, flow_admin, list_topics
+from mm2_assets.kafka.admin import TopicInfo, admin_timeout_s, ensure_topic, flow_admin, list_topics
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.filters import ConfigPropertyFilter
 from mm2_assets.mm2.topic_configs import (
@@ -240,7 +240,7 @@ def _sync(
     sync_configs: bool,
     config_filter: ConfigPropertyFilter,
 ) -> TopicConfigSyncResult:
-    timeout = flow.admin_timeout_ms / 1000
+    timeout = admin_timeout_s(flow)
     result = TopicConfigSyncResult(flow=flow.name)
     source_admin = flow_admin(flow, "source")
     target_admin = flow_admin(flow, "target")

@@ -38,7 +38,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, PassSteps, emit_checkpoints
 from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
-from mm2_assets.kafka.admin import TopicInfo, end_offsets, flow_admin, list_topics
+from mm2_assets.kafka.admin import TopicInfo, admin_timeout_s, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.topic_listing import list_replicated_set
@@ -581,7 +581,7 @@ class Follower:
         read: dict[str, float] = {}
         step = PassSteps(read)
         with step("syncs"):
-            timeout = max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000)
+            timeout = max(READ_TIMEOUT_S, admin_timeout_s(self.flow))
             store = self._syncs.refresh(timeout=timeout)
         with step("groups"):
             group_offsets = find_checkpoint_groups(
@@ -611,7 +611,7 @@ class Follower:
         groups = self._decided_groups()
         if groups is None:
             groups = list(find_checkpoint_groups(self.flow))
-        timeout = max(READ_TIMEOUT_S, self.flow.admin_timeout_ms / 1000)
+        timeout = max(READ_TIMEOUT_S, admin_timeout_s(self.flow))
         checkpoints = self._sync_tail.refresh(timeout=timeout)
         run = sync_group_offsets(self.flow, checkpoints=checkpoints, groups=groups)
         return partial(self.reporter.group_offsets, run)
