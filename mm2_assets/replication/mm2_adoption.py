@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
-from confluent_kafka import Consumer
-
+from mm2_assets.kafka.admin import end_offsets, flow_admin, start_offsets
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.connect_offsets import (
@@ -32,7 +31,7 @@ from mm2_assets.mm2.connect_offsets import (
 from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
 from mm2_assets.stores.offset_syncs import load_offset_sync_store
 from mm2_assets.stores.progress_store import PartitionKey
-from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, read_to_end, watermarks
+from mm2_assets.stores.topic_reader import read_to_end
 
 
 def mm2_offsets_topic(flow: FlowConfig) -> str:
@@ -53,9 +52,20 @@ def read_connect_offsets(flow: FlowConfig) -> ConnectOffsets:
     return parse_connect_offsets(records(), flow.source.alias, topic=topic)
 
 
-def _remote_holds_records(consumer: Consumer, remote_topic: str, partition: int) -> bool:
-    low, high = watermarks(consumer, remote_topic, partition, timeout=READ_TIMEOUT_S)
-    return high > low
+def _remote_holding_records(
+    flow: FlowConfig, keys: Collection[PartitionKey], remote_topics: dict[str, str]
+) -> list[PartitionKey]:
+    """Those of `keys` whose remote partition holds records, in two batched ListOffsets
+    calls on the target (a remote topic not created yet counts as empty)."""
+    admin = flow_admin(flow, "target")
+    cluster = flow.target.alias
+    remote = {key: (remote_topics[key[0]], key[1]) for key in keys}
+    ends = end_offsets(
+        admin, remote.values(), cluster=cluster, committed_only=False, skip_deleted=True
+    )
+    written = {key: r for key, r in remote.items() if ends.get(r, 0) > 0}
+    starts = start_offsets(admin, written.values(), cluster=cluster) if written else {}
+    return sorted(key for key, r in written.items() if ends[r] > starts[r])
 
 
 def adopt_mm2_positions(
@@ -67,30 +77,28 @@ def adopt_mm2_positions(
     to remote topic names."""
     if not flow.mm2assets_adopt_mm2_offsets or not keys:
         return {}
+    # Only a remote partition holding records can hold MM2's copy. A topic created after the
+    # cut-over has none: its planning must not read the offset-syncs topic, which may hold
+    # millions of syncs (minutes of reading while the topic waits to be copied).
+    keys = _remote_holding_records(flow, keys, remote_topics)
+    if not keys:
+        return {}
     connect = read_connect_offsets(flow)
     store = load_offset_sync_store(flow)
     candidates = [k for k in keys if k in connect.offsets or store.latest_sync(k) is not None]
-    if not candidates:
-        return {}
     out: dict[PartitionKey, int] = {}
-    target = Consumer({**client_config(flow, "target", "consumer"), "group.id": "mm2-assets-adopt"})
-    try:
-        with ExactOffsetTranslator(
-            flow, store, max_records=flow.mm2assets_exact_translation_max_records
-        ) as translator:
-            for topic, partition in sorted(candidates):
-                if not _remote_holds_records(target, remote_topics[topic], partition):
-                    continue
-                found = [
-                    offset
-                    for offset in (
-                        connect.resume_offset(topic, partition),
-                        translator.copied_through((topic, partition)),
-                    )
-                    if offset is not None
-                ]
-                if found:  # a sync whose records no longer pair, and no Connect offset: none
-                    out[(topic, partition)] = max(found)
-    finally:
-        target.close()
+    with ExactOffsetTranslator(
+        flow, store, max_records=flow.mm2assets_exact_translation_max_records
+    ) as translator:
+        for topic, partition in candidates:
+            found = [
+                offset
+                for offset in (
+                    connect.resume_offset(topic, partition),
+                    translator.copied_through((topic, partition)),
+                )
+                if offset is not None
+            ]
+            if found:  # a sync whose records no longer pair, and no Connect offset: none
+                out[(topic, partition)] = max(found)
     return out

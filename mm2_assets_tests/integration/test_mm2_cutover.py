@@ -10,6 +10,7 @@ Killed with SIGKILL, MM2 leaves a Connect offset behind what it wrote: still no 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -27,7 +28,9 @@ from mm2_assets.local.mirror_maker import start_mm2
 from mm2_assets.local.process_groups import group_members, stop_process_group
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets.replication.mm2_adoption import read_connect_offsets
+from mm2_assets.replication.replication_plan import plan_replication
 from mm2_assets.replication.replication_state import measure_lag
+from mm2_assets.stores.offset_syncs import offset_syncs_location
 from mm2_assets_tests.integration.test_checkpoints import (
     checkpoint_and_sync,
     consume_and_commit,
@@ -39,6 +42,7 @@ from mm2_assets_tests.integration.test_checkpoints import (
     run_cli,
 )
 from mm2_assets_tests.kafka_helpers import (
+    Rec,
     consume_all,
     create_topic,
     produce,
@@ -246,3 +250,33 @@ def test_cut_over_after_mm2_killed_skips_what_it_wrote_past_its_connect_offset(
     # Both adopted positions are stored progress (partition 1's alone in its transaction):
     # the lag the checks and sensors measure is 0, not MM2's whole copy.
     assert without_heartbeats(measure_lag(s.flow()).lag_by_topic()) == {s.topic: 0}
+
+
+def test_a_topic_created_after_the_cut_over_is_planned_without_reading_the_offset_syncs(
+    primary: str, backup: str, write_mm2_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """MM2's position is looked for only where MM2 can have copied: a remote partition that
+    holds records. A topic created after the cut-over has none, so its planning leaves the
+    offset-syncs topic (millions of syncs on a busy flow: minutes of reading) alone."""
+    source, target = unique("east"), unique("west")
+    flow = load_mm2_config(write_mm2_config(aliases=(source, target))).flows[0]
+    topic = unique("fresh")
+    create_topic(primary, topic)
+    produce(
+        primary, topic, [Rec(0, b"k", f"r{i}".encode(), (), 1_700_000_000_000) for i in range(5)]
+    )
+    # A record that is no offset sync: reading the flow's offset-syncs topic logs it.
+    syncs_topic, on_target = offset_syncs_location(flow)
+    assert not on_target
+    create_topic(primary, syncs_topic)
+    produce(primary, syncs_topic, [Rec(0, b"junk", b"junk", (), 1_700_000_000_000)])
+    caplog.set_level(logging.WARNING)
+
+    plan = plan_replication(flow, [topic])
+
+    assert [(s.next_offset, s.adopted) for s in plan.states] == [(0, False)]
+    assert "not offset syncs" not in caplog.text
+    # Once the remote partition holds records (as MM2's copy leaves it), the syncs are read.
+    produce(backup, f"{source}.{topic}", [Rec(0, b"k", b"mm2", (), 1_700_000_000_000)])
+    plan_replication(flow, [topic])
+    assert "not offset syncs" in caplog.text
