@@ -55,7 +55,7 @@ from mm2_assets.spark.session_start import SessionStart
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.checkpoint_store import CheckpointTail
 from mm2_assets.stores.offset_syncs import OffsetSyncTail
-from mm2_assets.stores.progress_store import ProgressTracker
+from mm2_assets.stores.progress_store import close_flow_progress_tail, tailed_flow_progress
 from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
 from mm2_assets.stores.writer_lease import WriterLease
 
@@ -308,7 +308,7 @@ class Follower:
         # for every pair): no Spark, no copy tasks.
         session = SessionStart(self._spark) if flow.enabled else None
         spark: Any = None
-        tracker: ProgressTracker | None = None
+        replicates = False
         try:
             if session is not None:
                 self._slots = (
@@ -325,8 +325,8 @@ class Follower:
                 if not taken:
                     return
                 spark = self._start_layout(session)
-                tracker = ProgressTracker(flow)
-            self._follow(spark, stop, tracker, on_loop)
+                replicates = True
+            self._follow(spark, stop, replicates, on_loop)
         finally:
             try:
                 # The copy job first: it is what the host's grace period is for.
@@ -337,11 +337,11 @@ class Follower:
                 ended = self._interval.stop() if self._interval is not None else True
                 if self.lease is not None:
                     self.lease.release()
-                if tracker is not None:
-                    tracker.close()
                 # Not under a checkpoint pass that is still reading (closing a consumer in
                 # use can crash librdkafka): the process ends it.
                 if ended:
+                    if replicates:
+                        close_flow_progress_tail(flow)
                     for tail in (
                         self._syncs,
                         self._checkpoint_tail,
@@ -364,11 +364,10 @@ class Follower:
         self,
         spark: Any,
         stop: threading.Event,
-        tracker: ProgressTracker | None,
+        replicates: bool,
         on_loop: Callable[[], None] | None,
     ) -> None:
         flow = self.flow
-        replicates = tracker is not None
         interval_work = IntervalWork(
             [
                 Work("heartbeats", flow.emit_heartbeats_enabled,
@@ -387,7 +386,7 @@ class Follower:
         self._interval = interval_work
         interval_work.start()
         try:
-            self._watch(spark, stop, tracker, on_loop, interval_work)
+            self._watch(spark, stop, replicates, on_loop, interval_work)
         finally:
             # Joined in `run`, after the copy job is stopped and fenced.
             interval_work.request_stop()
@@ -396,16 +395,16 @@ class Follower:
         self,
         spark: Any,
         stop: threading.Event,
-        tracker: ProgressTracker | None,
+        replicates: bool,
         on_loop: Callable[[], None] | None,
         interval_work: IntervalWork,
     ) -> None:
         """The follower's own loop: the copy job's health, topic refreshes, reports."""
         flow = self.flow
-        refreshes = tracker is not None and flow.refresh_topics_enabled
+        refreshes = replicates and flow.refresh_topics_enabled
         clock = self._watch_clock(time.monotonic())
         window_start = time.time()
-        before = self._window_baseline(tracker)
+        before = self._window_baseline(replicates)
         while not stop.is_set():
             if on_loop is not None:
                 on_loop()
@@ -418,7 +417,7 @@ class Follower:
             if now >= clock.next_report:
                 clock.next_report = now + clock.report_every
                 ended = time.time()
-                before = self._report(tracker, before, window_start, ended)
+                before = self._report(replicates, before, window_start, ended)
                 window_start = ended
             waits = [clock.next_report]
             if refreshes:
@@ -440,7 +439,7 @@ class Follower:
             next_skipped_retry=now + retry_skipped_every,
         )
 
-    def _window_baseline(self, tracker: ProgressTracker | None) -> dict[tuple[str, int], int]:
+    def _window_baseline(self, replicates: bool) -> dict[tuple[str, int], int]:
         """The first report window's starting offsets per partition, and the gaps already
         reported."""
         # Both from the progress the plan saw, before the copy tasks started: a task may
@@ -449,9 +448,10 @@ class Follower:
         plan = self.plan
         states = plan.states if plan else []
         self._lost = {(s.topic, s.partition): s.lost_to_retention for s in states}
-        if tracker is not None:
+        if replicates:
             try:
-                tracker.refresh()  # its first read is the whole topic: not in a report
+                # Its first read is the whole topic: not in a report.
+                tailed_flow_progress(self.flow)
             except Exception as exc:  # e.g. a just-created progress topic; read next window
                 self.reporter.problem("progress read", exc)
         return {(s.topic, s.partition): s.next_offset for s in states}
@@ -505,7 +505,7 @@ class Follower:
 
     def _report(
         self,
-        tracker: ProgressTracker | None,
+        replicates: bool,
         before: dict[tuple[str, int], int],
         started: float,
         ended: float,
@@ -514,11 +514,11 @@ class Follower:
         if self._last_heartbeat is not None:
             self.reporter.heartbeats(self._last_heartbeat, self._heartbeats_sent)
             self._heartbeats_sent, self._last_heartbeat = 0, None
-        if plan is None or tracker is None:
+        if plan is None or not replicates:
             return before
         flow = self.flow
         try:
-            progress = tracker.refresh()
+            progress = tailed_flow_progress(flow)
             keys = [(s.topic, s.partition) for s in plan.states]
             # A topic deleted since the layout started is dropped by the next refresh.
             ends = end_offsets(

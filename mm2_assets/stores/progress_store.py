@@ -178,14 +178,21 @@ _TAILS: dict[tuple[str, str, str], _Tail] = {}
 _TAILS_LOCK = threading.Lock()
 
 
+def _tail_key(flow: FlowConfig) -> tuple[str, str, str]:
+    servers = str(client_config(flow, "target", "consumer").get("bootstrap.servers", ""))
+    return (flow.name, progress_topic(flow.source.alias), servers)
+
+
 def tailed_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
     """`read_flow_progress` for a long-lived process: one `ProgressTracker` per flow and
     target, kept while it is used, so each call reads only what was committed since the last
     (see the module docstring). A transaction still open is left for the next call, as
-    read_committed readers see it. Not for deciding where copying resumes."""
+    read_committed readers see it. Not for deciding where copying resumes.
+
+    Every reader of the flow's progress in the process shares it: a follower's reports and
+    its checkpoint passes' recreated-topic check read each progress record once."""
     topic = progress_topic(flow.source.alias)
-    servers = str(client_config(flow, "target", "consumer").get("bootstrap.servers", ""))
-    key = (flow.name, topic, servers)
+    key = _tail_key(flow)
     with _TAILS_LOCK:
         _close_idle(exclude=key)
         tail = _TAILS.get(key)
@@ -218,6 +225,15 @@ def _close_idle(*, exclude: tuple[str, str, str]) -> None:
                 tail.tracker.close()
             finally:
                 tail.lock.release()
+
+
+def close_flow_progress_tail(flow: FlowConfig) -> None:
+    """Close the flow's progress tail in this process, if it has one (its follower ends)."""
+    with _TAILS_LOCK:
+        tail = _TAILS.pop(_tail_key(flow), None)
+    if tail is not None:
+        with tail.lock:
+            tail.tracker.close()
 
 
 def close_progress_tails() -> None:
