@@ -198,9 +198,14 @@ class TopicMissingError(TopicReadError):
 _MAX_ASK = 500
 _RESETS = 3
 """Times a read starts again at the log start (retention moving it) before it gives up."""
-METADATA_FRESH_S = 60.0
-"""How long a reader trusts that its consumer holds a topic's metadata (librdkafka keeps it
-for `metadata.max.age.ms`, 15 minutes by default)."""
+METADATA_FRESH_S = 240.0
+"""How long a reader trusts that its consumer holds a topic's metadata: librdkafka refreshes
+the topics it knows every `topic.metadata.refresh.interval.ms` (5 minutes by default) and
+keeps them for `metadata.max.age.ms` (15). Longer than a checkpoint interval, so the passes of
+a long-lived reader do not ask again for every span (a third of their reading time before)."""
+STALL_CHECK_S = 1.0
+"""A read that has received nothing for this long asks for its topic's metadata once: a topic
+deleted since the reader last asked fails at once instead of after the read's timeout."""
 
 
 def _ask(end: int | None, next_offset: int, expect: int | None, taken: int) -> int:
@@ -258,17 +263,23 @@ class PartitionReader:
         self._leader_known(topic, partition, where, timeout)
         self.consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
+        stall_check: float | None = time.monotonic() + STALL_CHECK_S
         next_offset, taken, resets = start, 0, 0
         while True:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TopicReadError(
                     f"timed out reading {where} from offset {start}: nothing read for {timeout:g} s"
                 )
+            if stall_check is not None and now > stall_check:
+                stall_check = None
+                self._leader_known(topic, partition, where, timeout, fresh=True)
             batch = self.consumer.consume(_ask(end, next_offset, expect, taken), timeout=0.01)
             if batch:
                 # A bound on a stalled read, not on a long one: 5,000,000 offset syncs take
                 # longer than a minute to read on a busy machine, and each read keeps going.
                 deadline = time.monotonic() + timeout
+                stall_check = None
             for msg in batch:
                 if msg.topic() != topic or msg.partition() != partition:
                     continue  # left over from an earlier assignment
@@ -318,13 +329,16 @@ class PartitionReader:
         self.consumer.assign([TopicPartition(topic, partition, offset)])
         return offset
 
-    def _leader_known(self, topic: str, partition: int, where: str, timeout: float) -> None:
-        """Ask for the topic's metadata before assigning it, unless asked recently: a consumer
-        assigned a topic it holds no metadata for looks the leader up on its once-a-second
-        topic scan, so each read would start about a second late (measured: 1-2 s per span
-        read of a checkpoint pass). A missing topic or partition is an error at once; one
-        whose leader is being elected is waited for."""
-        if time.monotonic() - self._metadata_at.get(topic, -METADATA_FRESH_S) < METADATA_FRESH_S:
+    def _leader_known(
+        self, topic: str, partition: int, where: str, timeout: float, *, fresh: bool = False
+    ) -> None:
+        """Ask for the topic's metadata before assigning it, unless asked recently (or
+        `fresh`: ask now): a consumer assigned a topic it holds no metadata for looks the
+        leader up on its once-a-second topic scan, so each read would start about a second
+        late (measured: 1-2 s per span read of a checkpoint pass). A missing topic or
+        partition is an error at once; one whose leader is being elected is waited for."""
+        asked = self._metadata_at.get(topic, -METADATA_FRESH_S)
+        if not fresh and time.monotonic() - asked < METADATA_FRESH_S:
             return
         try:
             info = self.consumer.list_topics(topic, timeout=timeout).topics.get(topic)

@@ -241,4 +241,12 @@ def test_a_partition_reader_reads_any_span_without_stalling(primary: str) -> Non
         assert time.monotonic() - began < 5
     finally:
         producer.abort_transaction()
+    try:
+        # Deleted after this reader last asked for its metadata: still an error at once.
+        admin.delete_topics([topic])[topic].result(30)
+        began = time.monotonic()
+        with pytest.raises(TopicMissingError, match="no such"):
+            list(reader.read(topic, 0, 0, timeout=20))
+        assert time.monotonic() - began < 5
+    finally:
         reader.close()
