@@ -21,23 +21,25 @@ from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 os.environ.setdefault(KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 
 # Modules that take longest, first: a worker that starts one late would finish last. (Measured
-# with `--durations`; the rest keep their order.)
+# with `--durations=0` on a CI run, summed per module; the rest keep their order.)
 SLOW_FIRST = (
-    "test_broker_faults",
     "test_one_writer",
-    "test_secured_clusters",
-    "test_ui_browser",
-    "test_spark_cluster",
-    "test_dagster_postgres",
     "test_follower",
-    "test_crash_trials",
-    "test_spark_connect",
-    "test_replicated_topics",
+    "test_broker_faults",
+    "test_dagster_postgres",
     "test_alerts_under_faults",
+    "test_spark_cluster",
+    "test_ui_browser",
+    "test_crash_trials",
     "test_mm2_cutover",
+    "test_replicated_topics",
     "test_source_hazards",
-    "test_scripts",
+    "test_secured_clusters",
+    "test_spark_connect",
+    "test_sensors",
+    "test_checkpoints",
     "test_exact_failover",
+    "test_scripts",
 )
 
 
