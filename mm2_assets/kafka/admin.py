@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -287,6 +288,7 @@ _STALE_METADATA = {
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH,
     KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
 }
 
 
@@ -303,7 +305,11 @@ def _list_offsets(
     timeout = call_timeout(admin, timeout)
     wanted = [TopicPartition(t, p) for t, p in partitions]
     out: dict[tuple[str, int], int] = {}
-    for attempt in range(2):
+    # A leader still being elected (a topic just created, a broker just restarted) answers
+    # like stale metadata: asked again until the timeout, backing off.
+    deadline = time.monotonic() + timeout
+    attempt = 0
+    while True:
         stale: list[TopicPartition] = []
         futures = (
             admin.list_offsets(
@@ -326,7 +332,7 @@ def _list_offsets(
                 code = exc.args[0].code()
                 if skip_deleted and code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
-                if attempt == 0 and code in _STALE_METADATA:
+                if code in _STALE_METADATA and time.monotonic() < deadline:
                     stale.append(tp)
                     continue
                 raise KafkaAdminError(
@@ -335,7 +341,10 @@ def _list_offsets(
                 ) from exc
         if not stale:
             break
-        # A metadata request refreshes the client's cache (leaders, epochs); then once more.
+        # A metadata request refreshes the client's cache (leaders, epochs); then again.
+        if attempt:
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        attempt += 1
         for topic in sorted({tp.topic for tp in stale}):
             admin.list_topics(topic, timeout=timeout)
         wanted = stale

@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shlex
 import signal
 import socket
@@ -123,18 +124,45 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def free_port_pairs(count: int) -> list[tuple[int, int]]:
-    """`count` pairs of currently free loopback ports (for tests that must not collide)."""
-    sockets: list[socket.socket] = []
+LISTEN_PORTS_FROM = 20000
+"""Ports `free_port_pairs` hands out start here, above the default local clusters' (19092 on)."""
+
+
+def _ephemeral_ports_from() -> int:
+    """The lowest port of the kernel's ephemeral range (outgoing connections' local ports)."""
     try:
-        for _ in range(count * 2):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        ports = [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def free_port_pairs(count: int) -> list[tuple[int, int]]:
+    """`count` pairs of currently free loopback ports, for services started next.
+
+    Drawn below the kernel's ephemeral range: a port from that range can be taken by any
+    outgoing connection between the pick and the service's bind (a webserver that binds a
+    minute after its port was picked failed so). Random, so that processes picking at the
+    same time rarely collide; each pick is checked free."""
+    wanted = count * 2
+    ceiling = _ephemeral_ports_from()
+    ports: list[int] = []
+    if ceiling - LISTEN_PORTS_FROM >= 1000:
+        for port in random.sample(range(LISTEN_PORTS_FROM, ceiling), 200):
+            if len(ports) == wanted:
+                break
+            if port_is_free(port):
+                ports.append(port)
+    if len(ports) < wanted:  # an unusual range: the kernel's picks
+        sockets: list[socket.socket] = []
+        try:
+            for _ in range(wanted):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.bind(("127.0.0.1", 0))
+                sockets.append(sock)
+            ports = [s.getsockname()[1] for s in sockets]
+        finally:
+            for sock in sockets:
+                sock.close()
     return [(ports[2 * i], ports[2 * i + 1]) for i in range(count)]
 
 

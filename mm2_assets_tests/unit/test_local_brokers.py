@@ -23,3 +23,15 @@ def test_no_extra_options_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     command = broker_command(Path("/tmp/server.properties"), heap="512m")
     assert not any("TieredStopAtLevel" in part for part in command)
     assert "-Xmx512m" in command
+
+
+def test_free_ports_are_outside_the_range_outgoing_connections_take() -> None:
+    """A port a service binds a minute after it was picked must not be one the kernel may give
+    an outgoing connection meanwhile (a demo's webserver failed to bind so)."""
+    from mm2_assets.local.launcher import _ephemeral_ports_from, free_port_pairs, port_is_free
+
+    pairs = free_port_pairs(4)
+    ports = [p for pair in pairs for p in pair]
+    assert len(set(ports)) == 8
+    assert all(20000 <= p < _ephemeral_ports_from() for p in ports), ports
+    assert all(port_is_free(p) for p in ports)
