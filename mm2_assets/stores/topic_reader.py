@@ -307,6 +307,77 @@ class PartitionReader:
                 if position.offset >= end:
                     return
 
+    def read_spans(
+        self, spans: Mapping[tuple[str, int], tuple[int, int]], *, timeout: float = READ_TIMEOUT_S
+    ) -> dict[tuple[str, int], list[Message]]:
+        """Read many partitions' spans with one assignment: for each (topic, partition) ->
+        (start, count), up to `count` committed records from `start`, in order.
+
+        One fetch asks for every partition, where span by span each read pays its own
+        assignment and round trips. Returns the spans read completely (`count` records, or
+        the partition's end). The others are left out for the caller to `read` one by one,
+        which handles each case: a topic whose metadata fails, a start outside the log, an
+        error, or nothing received for `STALL_CHECK_S`.
+        """
+        done = {key: [] for key, (_, count) in spans.items() if count <= 0}
+        pending = self._with_metadata({k: s for k, s in spans.items() if k not in done}, timeout)
+        if not pending:
+            return done
+        got: dict[tuple[str, int], list[Message]] = {key: [] for key in pending}
+        paused: list[TopicPartition] = []
+        self.consumer.assign(
+            [TopicPartition(t, p, start) for (t, p), (start, _) in pending.items()]
+        )
+        try:
+            heard = time.monotonic()
+            while pending and time.monotonic() - heard < STALL_CHECK_S:
+                left = sum(count - len(got[key]) for key, (_, count) in pending.items())
+                batch = self.consumer.consume(max(1, min(_MAX_ASK, left)), timeout=0.01)
+                for msg in batch:
+                    key = (msg.topic(), msg.partition())
+                    if key not in pending:
+                        continue  # a finished span, or left over from an earlier assignment
+                    heard = time.monotonic()
+                    error = msg.error()
+                    finished = error is not None
+                    records = got[key]
+                    after = records[-1].offset() + 1 if records else pending[key][0]
+                    if error is None and msg.offset() >= after:
+                        records.append(msg)
+                        finished = len(records) >= pending[key][1]
+                    if not finished:
+                        continue
+                    del pending[key], got[key]
+                    if error is None or error.code() == KafkaError._PARTITION_EOF:
+                        done[key] = records
+                    # Its fetches would only be thrown away until the others finish.
+                    paused.append(TopicPartition(*key))
+                    self.consumer.pause([paused[-1]])
+        finally:
+            if paused:
+                self.consumer.resume(paused)
+        return done
+
+    def _with_metadata(
+        self, spans: Mapping[tuple[str, int], tuple[int, int]], timeout: float
+    ) -> dict[tuple[str, int], tuple[int, int]]:
+        """The `spans` of the topics whose leaders are known (`_leader_known`); the others are
+        left to be read one by one, which says what is wrong with them."""
+        by_topic: dict[str, list[tuple[str, int]]] = {}
+        for key in spans:
+            by_topic.setdefault(key[0], []).append(key)
+        known: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic, keys in by_topic.items():
+            try:
+                for _, partition in keys:
+                    self._leader_known(
+                        topic, partition, f"'{topic}' partition {partition}", timeout
+                    )
+            except TopicReadError:
+                continue
+            known.update((key, spans[key]) for key in keys)
+        return known
+
     def _restart_in_log(
         self,
         error: KafkaError,

@@ -250,3 +250,56 @@ def test_a_partition_reader_reads_any_span_without_stalling(primary: str) -> Non
         assert time.monotonic() - began < 5
     finally:
         reader.close()
+
+
+def test_a_partition_reader_reads_many_spans_at_once_and_leaves_out_what_it_cannot(
+    primary: str,
+) -> None:
+    """`read_spans`, which reads a checkpoint pass's first walks: each complete span holds
+    exactly what `read` gives for it (its count, or up to the end, an open transaction at the
+    tail not waited for); a missing topic, a start past the end and a start below the log
+    start are left out, for `read` to handle one by one."""
+    topic = unique("spans")
+    create_topic(primary, topic, partitions=4, config={"retention.ms": "-1"})
+    producer = Producer({"bootstrap.servers": primary, "transactional.id": unique("tx")})
+    producer.init_transactions()
+    producer.begin_transaction()
+    for partition in range(4):
+        for i in range(50):
+            producer.produce(topic, value=b"%d-%d" % (partition, i), partition=partition)
+    producer.commit_transaction()  # offsets 0-49 on each partition, the marker at 50
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=1)
+    producer.flush()
+    admin = admin_client({"bootstrap.servers": primary})
+    admin.delete_records([KafkaTopicPartition(topic, 3, 20)])[
+        KafkaTopicPartition(topic, 3, 20)
+    ].result(30)
+    missing = unique("missing")
+    reader = PartitionReader({"bootstrap.servers": primary}, group_id=unique("reader"))
+    try:
+        list(reader.read(topic, 0, 45))  # an earlier read of another span, as between passes
+        began = time.monotonic()
+        read = reader.read_spans(
+            {
+                (topic, 0): (10, 5),  # a count reached
+                (topic, 1): (40, 100),  # to the end, before the open transaction
+                (topic, 2): (500, 10),  # past the end
+                (topic, 3): (5, 10),  # below the log start
+                (missing, 0): (0, 10),
+            },
+            timeout=20,
+        )
+        assert time.monotonic() - began < 5, "the bulk read waited for what it cannot read"
+        values = {key: [m.value() for m in messages] for key, messages in read.items()}
+        assert values == {
+            (topic, 0): [b"0-%d" % i for i in range(10, 15)],
+            (topic, 1): [b"1-%d" % i for i in range(40, 50)],
+        }
+        assert [m.value() for m in reader.read(topic, 3, 5, expect=10)][:2] == [b"3-20", b"3-21"]
+        assert list(reader.read(topic, 2, 500)) == []
+        # The reader reads single spans as before after a bulk read (nothing stays paused).
+        assert [m.value() for m in reader.read(topic, 0, 10, end=12)] == [b"0-10", b"0-11"]
+    finally:
+        producer.abort_transaction()
+        reader.close()
