@@ -141,6 +141,85 @@ def lease_key(flow: str) -> bytes:
     return json.dumps({"flow": flow}, separators=(",", ":")).encode()
 
 
+SlotPartition = tuple[str, str, int, str | None, int | None]
+"""One followed partition of a slot: (source topic, remote topic, partition, topic id at plan
+time, MM2's adopted offset), the fields of `replication.copy_task.PartitionRange`."""
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """The partitions copy task `transactional_id` follows in layout `generation` of the
+    holding (`epoch`, `holder_id`).
+
+    A follower that changes its replicated set while its copy job runs writes one per slot
+    in the same transaction as the lease record of the new generation, and fences nothing: a
+    running task that finds the generation moved on takes its slot's new partitions up
+    without its Spark job being restarted. That is safe because a follower never moves a
+    partition between slots while it holds the lease (`StickySlots`): each partition keeps
+    one writer, the slot's transactional id, which fences its own earlier attempt.
+    """
+
+    flow: str
+    transactional_id: str
+    epoch: int
+    holder_id: str
+    generation: int
+    partitions: tuple[SlotPartition, ...]
+
+    def record_key(self) -> bytes:
+        """Compaction key: one live record per flow and slot."""
+        return slot_layout_key(self.flow, self.transactional_id)
+
+    def record_value(self) -> bytes:
+        """JSON value, readable with any console consumer."""
+        return json.dumps(
+            {
+                "epoch": self.epoch,
+                "holder": self.holder_id,
+                "generation": self.generation,
+                "partitions": [list(p) for p in self.partitions],
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_record(cls, key: bytes, value: bytes) -> SlotLayout:
+        """Decode a slot layout record; ValueError names what is wrong."""
+        try:
+            k, v = json.loads(key), json.loads(value)
+            return cls(
+                flow=str(k["flow"]),
+                transactional_id=str(k["task"]),
+                epoch=int(v["epoch"]),
+                holder_id=str(v["holder"]),
+                generation=int(v["generation"]),
+                partitions=tuple(
+                    (str(s), str(r), int(p), None if i is None else str(i), _int_or_none(a))
+                    for s, r, p, i, a in v["partitions"]
+                ),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed slot layout record {key!r}: {exc}") from exc
+
+    def current_for(self, record: LeaseRecord) -> bool:
+        """Whether this is the slot's layout in `record`'s holding and generation."""
+        return (
+            not record.released
+            and record.epoch == self.epoch
+            and record.holder.id == self.holder_id
+            and record.generation == self.generation
+        )
+
+
+def _int_or_none(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def slot_layout_key(flow: str, transactional_id: str) -> bytes:
+    """The record key of the layout of `flow`'s copy task `transactional_id`."""
+    return json.dumps({"flow": flow, "task": transactional_id}, separators=(",", ":")).encode()
+
+
 def first_record(flow: str) -> LeaseRecord:
     """What a flow's lease is before anyone held it: epoch 0, released, no slots used."""
     return LeaseRecord(flow, 0, Holder("", "", 0, "nobody"), 0, released=True)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
+from dataclasses import replace
 
 from confluent_kafka import KafkaException, Message, Producer
 
 from mm2_assets.mm2.backoff import restart_delay
+from mm2_assets.mm2.writer_lease import SlotPartition
 from mm2_assets.replication.copy_shared import (
     CONSUME_BATCH,
     Copier,
@@ -24,10 +27,11 @@ from mm2_assets.replication.copy_shared import (
     CopyTaskSpec,
     Fetched,
     Lane,
+    PartitionRange,
     copy_from_progress,
 )
 from mm2_assets.stores.topic_reader import TopicReadError
-from mm2_assets.stores.writer_lease import LeaseTail, WriterLeaseLost
+from mm2_assets.stores.writer_lease import LeaseTail, WriterLeaseLost, read_slot_layout
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +57,18 @@ def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
     while True:
         commits = [0]  # transactions the attempt committed
         try:
-            return copy_from_progress(spec, FollowCopier, commits)
+            try:
+                return copy_from_progress(spec, FollowCopier, commits)
+            except CopyError as exc:
+                if not isinstance(exc.__cause__, WriterLeaseLost):
+                    raise
+                # The follower's replicated set changed: this slot's part of the new layout,
+                # at once, in this worker (no new Spark job); any other loss ends the task.
+                taken_up = taken_up_layout(spec, exc.__cause__)
+                if taken_up is None:
+                    raise
+                spec, failures = taken_up, 0
+                continue
         # SystemError too: a fatal producer error (fenced, timed out) pending while
         # confluent-kafka runs a delivery callback surfaces from flush() as one (seen at
         # 8,000 partitions per flow); the next attempt starts with a new producer.
@@ -74,6 +89,40 @@ def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
                 FOLLOWER_ATTEMPTS,
             )
             time.sleep(delay)
+
+
+def taken_up_layout(spec: CopyTaskSpec, lost: WriterLeaseLost) -> CopyTaskSpec | None:
+    """`spec` for its slot's part of the newer layout `lost` tells of, or None when the lease
+    moved on in any other way (taken over, given up, a layout that fenced every slot: the
+    task ends). Reads the lease topic (see `SlotLayout`)."""
+    token = spec.lease
+    if token is None or not lost.newer_layout:
+        return None
+    layout = read_slot_layout(token, spec.transactional_id, spec.target_consumer)
+    if layout is None:
+        return None
+    log.info(
+        "%s: takes up layout %d of its writer (%d partitions)",
+        spec.transactional_id,
+        layout.generation,
+        len(layout.partitions),
+    )
+    return replace(
+        spec,
+        partitions=tuple(
+            PartitionRange(source, remote, partition, None, topic_id, adopted)
+            for source, remote, partition, topic_id, adopted in layout.partitions
+        ),
+        lease=replace(token, generation=layout.generation),
+    )
+
+
+def slot_partitions(partitions: Iterable[PartitionRange]) -> tuple[SlotPartition, ...]:
+    """A follower task's partitions as its slot's layout record holds them."""
+    return tuple(
+        (p.source_topic, p.remote_topic, p.partition, p.topic_id, p.adopted_offset)
+        for p in partitions
+    )
 
 
 def commit_due(now: float, *, quiet: bool, deadline: float, earliest: float) -> bool:
@@ -124,13 +173,31 @@ class FollowCopier(Copier):
         WriterLeaseLost, with the open transaction left to the fencing that replaced it)."""
         lost = self.lease_tail.lost() if self.lease_tail is not None else None
         if lost is not None:
-            raise CopyError(f"{self.spec.describe()}: {lost}") from lost
+            self._layout_replaced(lost)
         # With a transaction open, wait for more records no longer than until it may
         # commit: commits follow the traffic (see `commit_due`).
         now = time.monotonic()
         wait_until = min(self.deadline, self.last_commit + self.min_gap)
         timeout = max(0.0, wait_until - now) if self.in_txn else self.interval
         return CONSUME_BATCH, timeout
+
+    def _layout_replaced(self, lost: WriterLeaseLost) -> None:
+        """The task's layout was replaced (`lost`). Under the same holding, the open
+        transaction commits first (the slot still owns its partitions: a follower never
+        moves one to another slot, see `SlotLayout`), and a slot whose partitions did not
+        change goes on under the new generation without a pause. Otherwise, raises CopyError
+        from `lost` (the open transaction left to the fencing that replaced it)."""
+        if lost.newer_layout:
+            if self.in_txn:
+                self._commit()
+                self.in_txn = False
+            taken_up = taken_up_layout(self.spec, lost)
+            if taken_up is not None and taken_up.partitions == self.spec.partitions:
+                assert self.lease_tail is not None and taken_up.lease is not None
+                self.spec = taken_up
+                self.lease_tail.token = taken_up.lease
+                return
+        raise CopyError(f"{self.spec.describe()}: {lost}") from lost
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:
         """Up to `wanted` records (and events) within `timeout`. A follower must not wait for

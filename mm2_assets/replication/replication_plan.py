@@ -72,6 +72,41 @@ def spread(items: Sequence[T], count: int | None) -> list[list[T]]:
     return [list(items[i::n]) for i in range(n)] if n else []
 
 
+class StickySlots:
+    """Which copy task (slot) follows each partition over one layout's life of a follower
+    job, so that a new replicated set moves no partition from one slot to another: a
+    partition kept keeps its slot, one seen before (deleted, then back) gets its old slot
+    again, a new one goes to the slot with the fewest. Then each partition has one writer,
+    the slot's transactional id, and running tasks can take a new layout up themselves
+    (`mm2.writer_lease.SlotLayout`) with nothing fenced."""
+
+    def __init__(self, groups: Sequence[Sequence[PartitionRange]]) -> None:
+        """Start from the slots of a layout that fenced every slot (`spread`)."""
+        self.slots = len(groups)
+        self._slot_of = {
+            (r.source_topic, r.partition): slot for slot, group in enumerate(groups) for r in group
+        }
+
+    def place(self, ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]] | None:
+        """`ranges` grouped by slot, each partition on its slot for good; None when a slot
+        would be left with nothing to follow (its task would end: the caller lays the flow
+        out anew, fencing every slot)."""
+        groups: list[list[PartitionRange]] = [[] for _ in range(self.slots)]
+        new: list[PartitionRange] = []
+        for r in ranges:
+            slot = self._slot_of.get((r.source_topic, r.partition))
+            (new if slot is None else groups[slot]).append(r)
+        for r in new:
+            slot = min(range(self.slots), key=lambda s: len(groups[s]))
+            groups[slot].append(r)
+        if not all(groups):
+            return None
+        for slot, group in enumerate(groups):
+            for r in group:
+                self._slot_of[(r.source_topic, r.partition)] = slot
+        return groups
+
+
 def copy_task_spec(
     flow: FlowConfig,
     partitions: Sequence[PartitionRange],

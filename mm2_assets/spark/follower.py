@@ -29,7 +29,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -45,8 +45,14 @@ from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
+from mm2_assets.replication.copy_follow import slot_partitions
 from mm2_assets.replication.heartbeats import HeartbeatEmission, emit_heartbeat
-from mm2_assets.replication.replication_plan import ReplicationPlan, assign_tasks, plan_replication
+from mm2_assets.replication.replication_plan import (
+    ReplicationPlan,
+    StickySlots,
+    assign_tasks,
+    plan_replication,
+)
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
@@ -236,6 +242,8 @@ class Follower:
         self._interval: IntervalWork | None = None
         # Topics the running layout's plan had to skip (planned again at each refresh).
         self._skipped: set[str] = set()
+        # Which slot follows each partition while the running job lasts.
+        self._sticky: StickySlots | None = None
 
     def _admin(self, side: Side) -> AdminClient:
         """One admin client per cluster for the follower's life (it asks every few seconds),
@@ -269,6 +277,8 @@ class Follower:
         plan = plan_replication(self.flow, sorted(layout), follow=True)
         if only_if_fewer_skipped and not set(plan.skipped) < self._skipped:
             return
+        if self._relayout_in_place(plan, layout):
+            return
         # No layout until the next one runs: a failure below is retried from scratch.
         self._layout = {}
         self._stop_job(fence=False)
@@ -276,15 +286,49 @@ class Follower:
         self.lease.fence()
         self._run_plan(spark, plan, layout)
 
+    def _relayout_in_place(
+        self, plan: ReplicationPlan, layout: Mapping[str, ReplicatedTopic]
+    ) -> bool:
+        """Hand `plan` to the running copy tasks: each slot's new partitions are recorded
+        with the lease's next generation, and the tasks take them up without their Spark job
+        being restarted (a slot whose partitions did not change goes on without a pause).
+        False, with nothing changed, when the running job cannot take it (no job, a failed
+        one, or a slot left with nothing to follow)."""
+        job, sticky, lease = self.job, self._sticky, self.lease
+        if job is None or job.error is not None or sticky is None or lease is None:
+            return False
+        groups = sticky.place(plan.ranges)
+        if groups is None:
+            return False
+        token = lease.relayout(
+            {
+                spec.transactional_id: slot_partitions(group)
+                for spec, group in zip(job.specs, groups, strict=True)
+            }
+        )
+        plan.tasks = [
+            replace(spec, partitions=tuple(group), lease=token)
+            for spec, group in zip(job.specs, groups, strict=True)
+        ]
+        # A job restarted later (none is, today) would start from these.
+        job.specs = list(plan.tasks)
+        self._laid_out(plan, layout)
+        return True
+
     def _run_plan(
         self, spark: Any, plan: ReplicationPlan, layout: Mapping[str, ReplicatedTopic]
     ) -> None:
         assert self.lease is not None
-        self.generation += 1
         assign_tasks(self.flow, plan, self._slots, self.lease.token)
         job = FollowerJob(spark, plan.tasks, self.lease)
         job.start()
-        self.plan, self.job = plan, job
+        self.job = job
+        self._sticky = StickySlots([spec.partitions for spec in plan.tasks])
+        self._laid_out(plan, layout)
+
+    def _laid_out(self, plan: ReplicationPlan, layout: Mapping[str, ReplicatedTopic]) -> None:
+        self.generation += 1
+        self.plan = plan
         self._layout, self._skipped = layout, set(plan.skipped)
         self.reporter.layout(plan, self.generation)
 

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
@@ -31,10 +31,13 @@ from mm2_assets.mm2.writer_lease import (
     Holder,
     LeaseRecord,
     LeaseWatch,
+    SlotLayout,
+    SlotPartition,
     first_record,
     lease_key,
     lease_topic,
     lease_transactional_id,
+    slot_layout_key,
     writer_transactional_id,
 )
 from mm2_assets.stores.topic_reader import TopicReadError, watermarks
@@ -49,7 +52,13 @@ class WriterBusy(RuntimeError):
 
 
 class WriterLeaseLost(RuntimeError):
-    """This writer's lease was taken over (or given up): it must not copy."""
+    """This writer's lease was taken over (or given up): it must not copy. `newer_layout`:
+    the holding is the same, on a newer layout of its copy tasks (`read_slot_layout` tells
+    whether a task takes its part of it up)."""
+
+    def __init__(self, message: str, *, newer_layout: bool = False) -> None:
+        super().__init__(message)
+        self.newer_layout = newer_layout
 
 
 @dataclass(frozen=True)
@@ -81,11 +90,20 @@ def read_lease(consumer: Consumer, topic: str, flow: str, timeout: float) -> Lea
     sure its own new record is visible there before it fences anything (`_until_visible`),
     so a check after a fence always sees the record that preceded it.
     """
+    key = lease_key(flow)
+    value = _latest_values(consumer, topic, (key,), flow, timeout).get(key)
+    return first_record(flow) if value is None else LeaseRecord.from_record(key, value)
+
+
+def _latest_values(
+    consumer: Consumer, topic: str, keys: Iterable[bytes], flow: str, timeout: float
+) -> dict[bytes, bytes]:
+    """The latest committed value of each of `keys` in the lease topic (see `read_lease`)."""
+    wanted = set(keys)
+    latest: dict[bytes, bytes] = {}
     low, high = watermarks(consumer, topic, 0, timeout=timeout)
-    latest = first_record(flow)
     if high <= low:
         return latest
-    key = lease_key(flow)
     consumer.assign([TopicPartition(topic, 0, low)])
     deadline = time.monotonic() + timeout
     while True:
@@ -95,8 +113,9 @@ def read_lease(consumer: Consumer, topic: str, flow: str, timeout: float) -> Lea
         for msg in batch:
             if msg.error() is not None:
                 raise TopicReadError(f"reading '{topic}': {KafkaException(msg.error())}")
-            if msg.key() == key and msg.value() is not None:
-                latest = LeaseRecord.from_record(msg.key(), msg.value())
+            key, value = msg.key(), msg.value()
+            if key in wanted and value is not None:
+                latest[key] = value
             if msg.offset() + 1 >= high:
                 return latest
         if not batch:
@@ -105,6 +124,26 @@ def read_lease(consumer: Consumer, topic: str, flow: str, timeout: float) -> Lea
                 return latest
         if time.monotonic() > deadline:
             raise TopicReadError(f"timed out reading the writer lease of {flow} in '{topic}'")
+
+
+def read_slot_layout(
+    token: LeaseToken, transactional_id: str, consumer_config: Mapping[str, str]
+) -> SlotLayout | None:
+    """The layout copy task `transactional_id` follows now under `token`'s holding: its
+    `SlotLayout` of the lease's current generation, or None when the lease moved on in any
+    other way (taken over, given up, or a new layout that fenced every slot)."""
+    lease, layout = lease_key(token.flow), slot_layout_key(token.flow, transactional_id)
+    consumer = _lease_consumer(consumer_config)
+    try:
+        values = _latest_values(consumer, token.topic, (lease, layout), token.flow, READ_TIMEOUT_S)
+    finally:
+        consumer.close()
+    if lease not in values or layout not in values:
+        return None
+    record = LeaseRecord.from_record(lease, values[lease])
+    slot = SlotLayout.from_record(layout, values[layout])
+    ours = record.epoch == token.epoch and record.holder.id == token.holder_id
+    return slot if ours and slot.current_for(record) else None
 
 
 def _read_once(consumer_config: Mapping[str, str], topic: str, flow: str) -> LeaseRecord:
@@ -143,7 +182,8 @@ def _lost(token: LeaseToken, latest: LeaseRecord) -> WriterLeaseLost | None:
         now = f"held by {latest.holder.describe()} (epoch {latest.epoch})"
     return WriterLeaseLost(
         f"flow {token.flow}: this copy task's writer lease (epoch {token.epoch}, layout "
-        f"{token.generation}) is {now}: not copying"
+        f"{token.generation}) is {now}: not copying",
+        newer_layout=ours and not latest.released,
     )
 
 
@@ -228,8 +268,12 @@ class WriterLease:
     def _read(self) -> LeaseRecord:
         return read_lease(self._consumer, self.topic, self.flow.name, READ_TIMEOUT_S)
 
-    def _commit(self, producer: Producer, record: LeaseRecord) -> None:
+    def _commit(
+        self, producer: Producer, record: LeaseRecord, with_records: Iterable[SlotLayout] = ()
+    ) -> None:
         producer.begin_transaction()
+        for layout in with_records:
+            producer.produce(self.topic, key=layout.record_key(), value=layout.record_value())
         producer.produce(self.topic, key=record.record_key(), value=record.record_value())
         producer.commit_transaction(READ_TIMEOUT_S)
 
@@ -361,10 +405,14 @@ class WriterLease:
         fence_transactional_ids(self._producer_config, ids, topic=self.topic)
         return len(ids)
 
-    def _write(self, change: Callable[[LeaseRecord], LeaseRecord]) -> bool:
-        """Commit `change(current record)`; after a failed commit, first re-check (compare-
-        and-set) that the lease is still ours. Sets `lost` when it is not; False when
-        nothing was committed."""
+    def _write(
+        self,
+        change: Callable[[LeaseRecord], LeaseRecord],
+        with_records: Callable[[LeaseRecord], Iterable[SlotLayout]] = lambda _: (),
+    ) -> bool:
+        """Commit `change(current record)`, in one transaction with `with_records(the new
+        record)`; after a failed commit, first re-check (compare-and-set) that the lease is
+        still ours. Sets `lost` when it is not; False when nothing was committed."""
         with self._lock:
             assert self.record is not None
             try:
@@ -378,7 +426,7 @@ class WriterLease:
                         return False
                     self.record = latest
                 record = change(self.record)
-                self._commit(self._producer, record)
+                self._commit(self._producer, record, with_records(record))
                 self.record = record
                 return True
             except (KafkaException, TopicReadError) as exc:
@@ -400,20 +448,52 @@ class WriterLease:
         of the old layout that starts late copies nothing), then fence every copy-task id. A
         writer that lost the lease does nothing (it must not disturb its successor); one that
         cannot record the generation raises WriterLeaseLost."""
+        if self._next_generation(lambda _: ()):
+            self._fence_slots()
+
+    def relayout(self, slots: Mapping[str, Iterable[SlotPartition]]) -> LeaseToken:
+        """A new layout of this writer's running copy tasks, taken up by the tasks themselves:
+        record a new generation together with each slot's partitions (`slots`, by
+        transactional id), fencing nothing (see `SlotLayout`). Returns the new token; raises
+        WriterLeaseLost when the lease was lost or the generation cannot be recorded."""
+
+        def layouts(record: LeaseRecord) -> list[SlotLayout]:
+            return [
+                SlotLayout(
+                    self.flow.name,
+                    task,
+                    record.epoch,
+                    record.holder.id,
+                    record.generation,
+                    tuple(partitions),
+                )
+                for task, partitions in slots.items()
+            ]
+
+        if not self._next_generation(layouts):
+            raise WriterLeaseLost(
+                f"flow {self.flow.name}: the writer lease was taken over "
+                f"({self.lost_to}): not copying"
+            )
+        return self.token
+
+    def _next_generation(self, with_records: Callable[[LeaseRecord], Iterable[SlotLayout]]) -> bool:
+        """Record the holding's next generation (with `with_records`), visible to every
+        reader before this returns True; False when the lease is not (or no longer) held."""
         if not self.held:
-            return
+            return False
         # A write right after a target outage may need a new lease producer: a few tries.
         for attempt in range(3):
-            if self._write(lambda r: r.next_generation(time.time())) or self.lost.is_set():
+            if self._write(lambda r: r.next_generation(time.time()), with_records):
                 break
+            if self.lost.is_set():
+                return False
             time.sleep(0.5 * (attempt + 1))
         else:
             raise WriterLeaseLost(
                 f"flow {self.flow.name}: cannot record a new layout in the writer lease "
                 f"(topic '{self.topic}' on '{self.flow.target.alias}'): not copying"
             )
-        if self.lost.is_set():
-            return
         assert self.record is not None
         with self._lock:  # the renewer reads with the same consumer
             visible = self._until_visible(self.record)
@@ -422,7 +502,7 @@ class WriterLease:
                 f"flow {self.flow.name}: the writer lease's new layout is not visible on "
                 f"'{self.flow.target.alias}': not copying"
             )
-        self._fence_slots()
+        return True
 
     def release(self) -> None:
         """Give the lease up (a waiting writer takes it at once) and stop renewing."""

@@ -147,10 +147,14 @@ def test_follower_copies_new_records_and_follows_new_topics(
         wait_for("the backlog", replicated(primary, backup, first, 3))
         produce(primary, first, tricky_records(3, 25, seed=12, ts0=recent_ms(800)))
         wait_for("records produced while following", replicated(primary, backup, first, 3))
-        # A topic created while it runs is picked up by the next refresh.
+        # A topic created while it runs is picked up by the next refresh, by the running
+        # copy tasks themselves: the copy job is not restarted for it.
+        job = running.follower.job
         second = f"{prefix}-b"
         create_filled_topic(primary, second, tricky_records(2, 30, seed=13, ts0=recent_ms(700)))
         wait_for("the new topic", replicated(primary, backup, second, 2))
+        assert running.follower.job is job, "the copy job was restarted for a new topic"
+        assert job is not None and job.error is None, job and job.error
         produce(primary, first, tricky_records(3, 5, seed=14, ts0=recent_ms(600)))
         wait_for("records after the new layout", replicated(primary, backup, first, 3))
         # Every copied record is reported, in the report windows, with the lag back to 0.

@@ -17,7 +17,7 @@ from mm2_assets.replication.offset_sync_writer import (
     offset_syncs_for_batch,
     throttle_offset_syncs,
 )
-from mm2_assets.replication.replication_plan import spread
+from mm2_assets.replication.replication_plan import StickySlots, spread
 
 
 def test_contiguous_batch_syncs_first_last_and_every_lag_max() -> None:
@@ -175,3 +175,26 @@ def test_failed_work_retries_after_a_growing_back_off() -> None:
     assert 108 <= one.retry_at(10) <= 112  # 10 s after the newest failure, +-20 %
     assert 116 <= two.retry_at(10) <= 124  # doubled
     assert two.retry_at(10) == two.retry_at(10)  # the same delay on every evaluation
+
+
+def _ranges(*keys: tuple[str, int]) -> list[PartitionRange]:
+    return [PartitionRange(t, f"primary.{t}", p) for t, p in keys]
+
+
+def test_sticky_slots_never_move_a_partition_and_fill_the_emptiest_slot() -> None:
+    a = _ranges(("a", 0), ("a", 1), ("a", 2))
+    sticky = StickySlots(spread(a, 2))  # [a-0, a-2], [a-1]
+    b = _ranges(("b", 0), ("b", 1))
+    groups = sticky.place(a + b)
+    assert groups is not None
+    assert [[(r.source_topic, r.partition) for r in g] for g in groups] == [
+        [("a", 0), ("a", 2), ("b", 1)],
+        [("a", 1), ("b", 0)],
+    ]
+    # a deleted: b keeps its slots; a back (recreated) gets its old slots again.
+    assert sticky.place(b) == [[b[1]], [b[0]]]
+    back = sticky.place(b + a)
+    assert back is not None
+    assert {(r.source_topic, r.partition) for r in back[0]} == {("a", 0), ("a", 2), ("b", 1)}
+    # A slot left with nothing: the caller lays the flow out anew.
+    assert sticky.place(_ranges(("a", 0), ("a", 2))) is None

@@ -8,6 +8,7 @@ from mm2_assets.mm2.writer_lease import (
     Holder,
     LeaseRecord,
     LeaseWatch,
+    SlotLayout,
     first_record,
     lease_topic,
     writer_transactional_id,
@@ -86,3 +87,24 @@ def test_a_new_layout_is_a_new_generation_of_the_same_holding() -> None:
     assert not held.same_holding(held.taken_by(YOU, 2, now=4.0))
     again = LeaseRecord.from_record(moved.record_key(), moved.record_value())
     assert again.generation == moved.generation
+
+
+def test_a_slot_layout_round_trips_and_is_current_only_for_its_holding_and_generation() -> None:
+    held = first_record("f").taken_by(ME, 2, now=0.0).next_generation(1.0)
+    layout = SlotLayout(
+        "f",
+        writer_transactional_id("f", 1),
+        held.epoch,
+        ME.id,
+        held.generation,
+        (("t", "primary.t", 0, "id-0", None), ("u", "primary.u", 3, None, 41)),
+    )
+    again = SlotLayout.from_record(layout.record_key(), layout.record_value())
+    assert again == layout
+    assert layout.record_key() != held.record_key()  # its own compaction key
+    assert layout.current_for(held) and layout.current_for(held.renewed(2.0))
+    assert not layout.current_for(held.next_generation(3.0))  # a later layout
+    assert not layout.current_for(held.release(3.0))
+    assert not layout.current_for(held.taken_by(YOU, 2, now=4.0).next_generation(5.0))
+    with pytest.raises(ValueError, match="slot layout"):
+        SlotLayout.from_record(layout.record_key(), b'{"epoch": 1}')
