@@ -8,14 +8,19 @@ mode the default), and `dagster-daemon run` on a fresh DAGSTER_HOME (the replica
 starts the follower run; the topic listener sensor decides the replicated set). Once a first
 topic is on the target, `--topics` topics (4 partitions each) are created one after another,
 `--gap` seconds apart (jittered, so the creations fall at every phase of the listener's tick);
-right after each creation one record is produced to each partition.
+right after each creation one record is produced to each partition. Meanwhile `--steady-rate`
+records/s (1 KiB) go to the first topic, and a reader on the target stamps their arrival: what
+a re-layout costs the partitions it did not change (issue 27: "a re-layout does not stop the
+partitions whose tasks did not change").
 
 Per topic: the time from the creation's start to the first of its records visible on the
 target (read_committed), split by what Dagster recorded: the topic listener's observation
-that added it (the tick that triggers) and the follower run's next layout line. Results:
-`bench/results/new_topic.json` and `new_topic.md`.
+that added it (the tick that triggers) and the follower run's next layout line; and the
+largest latency (CreateTime → visible) of the first topic's records produced from 2 s before
+to 3 s after that layout. Results: `bench/results/new_topic.json` and `new_topic.md`.
 
-Usage: `.venv/bin/python bench/new_topic.py [--topics 8] [--gap 20] [--note TEXT] [--out DIR]`.
+Usage: `.venv/bin/python bench/new_topic.py [--topics 8] [--gap 20] [--steady-rate 200]
+[--note TEXT] [--out DIR]`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +43,15 @@ from confluent_kafka.admin import AdminClient
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from latency import LAYOUT_LINE, load_note, machine_load
+from latency import (
+    LAYOUT_LINE,
+    Tally,
+    TargetReader,
+    load_note,
+    machine_load,
+    percentile,
+    produce_steady,
+)
 from mm2_process import interrupt_on_sigterm, start_process_group
 from soak import PARTITIONS, create_topics, stop_daemon
 
@@ -156,8 +170,11 @@ def measure(args: argparse.Namespace) -> dict:
             if ready is None:
                 raise RuntimeError(f"the follower never copied nt-first; see {work}")
             print(f"new_topic: follower copying after {ready - started:.1f} s", flush=True)
-            for k in range(args.topics):
-                time.sleep(args.gap * random.uniform(0.5, 1.5))
+            gaps = [args.gap * random.uniform(0.5, 1.5) for _ in range(args.topics)]
+            # Long enough for every creation and its wait (each well under 15 s).
+            steady = Steady(source, target, args.steady_rate, int(sum(gaps) + 15 * len(gaps)))
+            for k, gap in enumerate(gaps):
+                time.sleep(gap)
                 topic = f"nt-{k}"
                 created = time.time()
                 create_topics(admin, [topic])
@@ -167,6 +184,7 @@ def measure(args: argparse.Namespace) -> dict:
                 row["seconds"] = None if seen is None else round(seen - created, 2)
                 rows.append(row)
                 print(f"new_topic: {topic} on the target after {row['seconds']} s", flush=True)
+            base = steady.finish()
         finally:
             stop = stop_daemon(daemon)
         instance = dg.DagsterInstance.from_config(str(home))
@@ -176,7 +194,57 @@ def measure(args: argparse.Namespace) -> dict:
             row["recorded"] = recorded_at(instance, key, row["topic"])
             after = [t for t, _ in starts if row["recorded"] and t >= row["recorded"]]
             row["layout"] = after[0] if after else None
-        return {"rows": rows, "stop": stop, "workdir": str(work), "config": config.read_text()}
+            row["base_max"] = steady.max_latency_around(row["layout"])
+        return {
+            "rows": rows,
+            "base": base,
+            "stop": stop,
+            "workdir": str(work),
+            "config": config.read_text(),
+        }
+
+
+class Steady:
+    """`rate` records/s to nt-first for `seconds` (a thread), read back on the target."""
+
+    def __init__(self, source: str, target: str, rate: int, seconds: int) -> None:
+        self.tally = Tally([b"base"])
+        self.phase = self.tally.phases[b"base"]
+        self.reader = TargetReader(target, "primary.nt-first", self.tally).start()
+        self.sent = 0
+        self._thread = threading.Thread(
+            target=self._produce, args=(source, rate, seconds), daemon=True
+        )
+        self._thread.start()
+
+    def _produce(self, source: str, rate: int, seconds: int) -> None:
+        self.sent = produce_steady(source, "nt-first", rate, seconds, self.phase)
+
+    def finish(self) -> dict:
+        """Wait for the producer and the reader; latency, lost and duplicated."""
+        self._thread.join()
+        self.reader.finish()
+        latencies = sorted(self.phase.latencies())
+        return {
+            "sent": self.sent,
+            "lost": self.sent - self.phase.distinct,
+            "duplicated": self.phase.duplicates,
+            "p50": percentile(latencies, 0.50) if latencies else None,
+            "p99": percentile(latencies, 0.99) if latencies else None,
+            "max": latencies[-1] if latencies else None,
+        }
+
+    def max_latency_around(self, at: float | None) -> float | None:
+        """The largest latency of the records produced from 2 s before to 3 s after `at`."""
+        if at is None:
+            return None
+        phase = self.phase
+        window = [
+            v - c
+            for v, c in zip(phase.visible, phase.created, strict=True)
+            if v and at - 2.0 <= c <= at + 3.0
+        ]
+        return round(max(window), 3) if window else None
 
 
 def _s(value: float | None, since: float | None) -> str:
@@ -199,13 +267,15 @@ def markdown(report: dict) -> str:
         f"{load_note(report['load_end'])}.",
         "",
         "| topic | created → topic listener recorded it s | → follower's new layout s | "
-        "→ first record on the target s |",
-        "|---|---|---|---|",
+        "→ first record on the target s | nt-first's max latency around the layout s |",
+        "|---|---|---|---|---|",
     ]
     for r in rows:
+        base_max = r.get("base_max")
         lines.append(
             f"| {r['topic']} | {_s(r['recorded'], r['created'])} | {_s(r['layout'], r['created'])}"
-            f" | {r['seconds'] if r['seconds'] is not None else 'never'} |"
+            f" | {r['seconds'] if r['seconds'] is not None else 'never'}"
+            f" | {'-' if base_max is None else f'{base_max:.3f}'} |"
         )
     if seconds:
         lines += [
@@ -215,12 +285,21 @@ def markdown(report: dict) -> str:
             f"(goal: within {GOAL_S:.0f} s; {sum(s <= GOAL_S for s in seconds)} of "
             f"{len(rows)} were).",
         ]
+    base = report.get("base")
+    if base and base.get("p99") is not None:
+        lines += [
+            "",
+            f"nt-first meanwhile ({report['args'].get('steady_rate')} records/s): latency p50 "
+            f"{base['p50']:.3f} s, p99 {base['p99']:.3f} s, max {base['max']:.3f} s over "
+            f"{base['sent']:,} records; lost {base['lost']}, duplicated {base['duplicated']}.",
+        ]
     lines += [
         "",
         "The trigger is the topic listener sensor's tick (every `refresh.topics.interval."
         "seconds`, 5 s; Dagster's sensor daemon evaluates sensors at most every 5 s): it "
         "records the new replicated set, the follower run reads the record within a second "
-        "and starts a new layout, which copies the topic from its start.",
+        "and hands the new layout to its running copy tasks (before a3ce227: stopped its copy "
+        "job and started a new one), which copy the topic from its start.",
         "",
     ]
     return "\n".join(lines)
@@ -231,6 +310,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=8)
     parser.add_argument("--gap", type=float, default=20.0, help="seconds between creations")
+    parser.add_argument(
+        "--steady-rate", type=int, default=200, help="records/s to the first topic meanwhile"
+    )
     parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()

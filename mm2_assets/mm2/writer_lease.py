@@ -65,7 +65,8 @@ class LeaseRecord:
     renewal: int = 0
     generation: int = 0
     """One more per layout of the holder's copy tasks: a task of an earlier layout that starts
-    after its slots were fenced again finds the generation moved on and copies nothing."""
+    after its slots were fenced again finds the generation moved on and copies nothing, unless
+    the generation's `SlotLayout` for its slot tells it what to copy now."""
     released: bool = False
     written_at: float = 0.0
     """Wall-clock seconds when written, for messages only (expiry uses the waiter's clock)."""

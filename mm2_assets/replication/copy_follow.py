@@ -192,7 +192,7 @@ class FollowCopier(Copier):
                 self._commit()
                 self.in_txn = False
             taken_up = taken_up_layout(self.spec, lost)
-            if taken_up is not None and taken_up.partitions == self.spec.partitions:
+            if taken_up is not None and set(taken_up.partitions) == set(self.spec.partitions):
                 assert self.lease_tail is not None and taken_up.lease is not None
                 self.spec = taken_up
                 self.lease_tail.token = taken_up.lease

@@ -7,8 +7,11 @@ Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark 
 - asks its `TopicSource` for the replicated set (under Dagster, the set the topic listener
   sensor recorded; in `mm2-assets follow`, the same listener run in-process; by default, the
   listener's listing); when the set, a partition count or a topic id (a topic deleted and
-  recreated) changed it stops the job (fencing its tasks) and starts the new layout,
-  which resumes every partition at its committed progress: nothing lost, nothing twice;
+  recreated) changed it hands the new layout to the running tasks through the writer lease
+  (`mm2.writer_lease.SlotLayout`; a slot whose partitions did not change goes on without a
+  pause), or, when a slot would be left with nothing, stops the job (fencing its tasks) and
+  starts a new one; either resumes every changed partition at its committed progress:
+  nothing lost, nothing twice;
 - every `mm2assets.follower.report.interval.seconds` reports, per partition, the records
   copied in the window, the committed offset and the lag (`FollowerReporter.window`);
 - does MM2's interval work in-process: heartbeats, checkpoints, KIP-545 group offset sync and
@@ -310,7 +313,7 @@ class Follower:
             replace(spec, partitions=tuple(group), lease=token)
             for spec, group in zip(job.specs, groups, strict=True)
         ]
-        # A job restarted later (none is, today) would start from these.
+        # What the running tasks copy from now on.
         job.specs = list(plan.tasks)
         self._laid_out(plan, layout)
         return True
