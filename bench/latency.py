@@ -177,7 +177,7 @@ class Tally:
                     self.errors.append(str(msg.error()))
                 continue
             records = True
-            name, _, index = msg.key().rpartition(b"-")
+            name, _, index = (msg.key() or b"").rpartition(b"-")
             phase = self.phases.get(name)
             if phase is None:
                 self.strays += 1
