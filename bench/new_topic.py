@@ -38,7 +38,7 @@ from pathlib import Path
 
 import dagster as dg
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,6 +51,9 @@ from latency import (
     machine_load,
     percentile,
     produce_steady,
+)
+from latency import (
+    PARTITIONS as STEADY_PARTITIONS,
 )
 from mm2_process import interrupt_on_sigterm, start_process_group
 from soak import PARTITIONS, create_topics, stop_daemon
@@ -150,7 +153,8 @@ def measure(args: argparse.Namespace) -> dict:
         config.write_text(properties(source, target))
         flow = load_checked_config(config).flows[0]
         admin = AdminClient({"bootstrap.servers": source})
-        create_topics(admin, ["nt-first"])
+        # As many partitions as the steady stream's reader and producer use.
+        admin.create_topics([NewTopic("nt-first", STEADY_PARTITIONS, 1)])["nt-first"].result(60)
         produce_one_each(source, "nt-first")
         home = work / "dagster_home"
         init_instance(home, postgres=False)
