@@ -11,6 +11,7 @@ space (`mm2.writer_lease`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -73,19 +74,32 @@ def spread(items: Sequence[T], count: int | None) -> list[list[T]]:
 
 
 class StickySlots:
-    """Which copy task (slot) follows each partition over one layout's life of a follower
-    job, so that a new replicated set moves no partition from one slot to another: a
-    partition kept keeps its slot, one seen before (deleted, then back) gets its old slot
-    again, a new one goes to the slot with the fewest. Then each partition has one writer,
-    the slot's transactional id, and running tasks can take a new layout up themselves
-    (`mm2.writer_lease.SlotLayout`) with nothing fenced."""
+    """Which copy task (slot) follows each partition while a follower's copy job runs, so a
+    new replicated set moves no partition from one slot to another: a partition kept keeps its
+    slot, one seen before (deleted, then back) gets its old slot again. Then each partition has
+    one writer, the slot's transactional id, and running tasks can take a new layout up
+    themselves (`mm2.writer_lease.SlotLayout`) with nothing fenced.
+
+    New partitions go where the fewest tasks change: a slot whose task starts over anyway (it
+    lost a partition, or one of its topics was recreated) or already takes new ones, while it
+    holds fewer than `SLACK` times its share; otherwise the slot with the fewest. A slot that
+    keeps its partitions goes on without a pause."""
+
+    SLACK = 1.5
 
     def __init__(self, groups: Sequence[Sequence[PartitionRange]]) -> None:
         """Start from the slots of a layout that fenced every slot (`spread`)."""
         self.slots = len(groups)
-        self._slot_of = {
-            (r.source_topic, r.partition): slot for slot, group in enumerate(groups) for r in group
-        }
+        self._slot_of: dict[tuple[str, int], int] = {}
+        self._current: dict[tuple[str, int], PartitionRange] = {}
+        self._record(groups)
+
+    def _record(self, groups: Sequence[Sequence[PartitionRange]]) -> None:
+        self._current = {}
+        for slot, group in enumerate(groups):
+            for r in group:
+                self._slot_of[(r.source_topic, r.partition)] = slot
+                self._current[(r.source_topic, r.partition)] = r
 
     def place(self, ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]] | None:
         """`ranges` grouped by slot, each partition on its slot for good; None when a slot
@@ -93,17 +107,27 @@ class StickySlots:
         out anew, fencing every slot)."""
         groups: list[list[PartitionRange]] = [[] for _ in range(self.slots)]
         new: list[PartitionRange] = []
+        changed: set[int] = set()
         for r in ranges:
-            slot = self._slot_of.get((r.source_topic, r.partition))
-            (new if slot is None else groups[slot]).append(r)
-        for r in new:
-            slot = min(range(self.slots), key=lambda s: len(groups[s]))
+            key = (r.source_topic, r.partition)
+            slot = self._slot_of.get(key)
+            if slot is None:
+                new.append(r)
+                continue
             groups[slot].append(r)
+            if self._current.get(key) != r:  # back again, or recreated
+                changed.add(slot)
+        kept = {(r.source_topic, r.partition) for r in ranges}
+        changed |= {self._slot_of[key] for key in self._current if key not in kept}
+        share = math.ceil(self.SLACK * len(ranges) / max(self.slots, 1))
+        for r in new:
+            open_slots = [s for s in changed if len(groups[s]) < share]
+            slot = min(open_slots or range(self.slots), key=lambda s: (len(groups[s]), s))
+            groups[slot].append(r)
+            changed.add(slot)
         if not all(groups):
             return None
-        for slot, group in enumerate(groups):
-            for r in group:
-                self._slot_of[(r.source_topic, r.partition)] = slot
+        self._record(groups)
         return groups
 
 

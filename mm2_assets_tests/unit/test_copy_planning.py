@@ -181,20 +181,33 @@ def _ranges(*keys: tuple[str, int]) -> list[PartitionRange]:
     return [PartitionRange(t, f"primary.{t}", p) for t, p in keys]
 
 
-def test_sticky_slots_never_move_a_partition_and_fill_the_emptiest_slot() -> None:
-    a = _ranges(("a", 0), ("a", 1), ("a", 2))
-    sticky = StickySlots(spread(a, 2))  # [a-0, a-2], [a-1]
+def test_sticky_slots_never_move_a_partition_and_change_as_few_slots_as_they_can() -> None:
+    def keys(groups: list[list[PartitionRange]] | None) -> list[set[tuple[str, int]]]:
+        assert groups is not None
+        return [{(r.source_topic, r.partition) for r in g} for g in groups]
+
+    a = _ranges(*(("a", p) for p in range(4)))
+    sticky = StickySlots(spread(a, 2))  # {a-0, a-2}, {a-1, a-3}
     b = _ranges(("b", 0), ("b", 1))
-    groups = sticky.place(a + b)
-    assert groups is not None
-    assert [[(r.source_topic, r.partition) for r in g] for g in groups] == [
-        [("a", 0), ("a", 2), ("b", 1)],
-        [("a", 1), ("b", 0)],
+    # b's partitions all go to one slot (the other goes on untouched).
+    assert keys(sticky.place(a + b)) == [
+        {("a", 0), ("a", 2), ("b", 0), ("b", 1)},
+        {("a", 1), ("a", 3)},
     ]
-    # a deleted: b keeps its slots; a back (recreated) gets its old slots again.
-    assert sticky.place(b) == [[b[1]], [b[0]]]
-    back = sticky.place(b + a)
-    assert back is not None
-    assert {(r.source_topic, r.partition) for r in back[0]} == {("a", 0), ("a", 2), ("b", 1)}
+    # The next new topic to the other slot, now the emptiest.
+    c = _ranges(("c", 0), ("c", 1))
+    assert keys(sticky.place(a + b + c))[1] == {("a", 1), ("a", 3), ("c", 0), ("c", 1)}
+    # A slot that loses a partition starts over anyway: new partitions go there first.
+    d = _ranges(("d", 0))
+    rest = [r for r in a + b + c if (r.source_topic, r.partition) != ("c", 0)]
+    assert ("d", 0) in keys(sticky.place(rest + d))[1]
+    # b deleted, then back: its partitions on their old slot again.
+    without_b = [r for r in rest + d if r.source_topic != "b"]
+    assert keys(sticky.place(without_b))[0] == {("a", 0), ("a", 2)}
+    assert keys(sticky.place(without_b + b))[0] == {("a", 0), ("a", 2), ("b", 0), ("b", 1)}
+    # Beyond one and a half times its share a slot takes no more: the emptiest does.
+    many = _ranges(*(("e", p) for p in range(12)))
+    placed = keys(sticky.place(without_b + b + many))
+    assert all(len(g) <= 15 for g in placed), [len(g) for g in placed]
     # A slot left with nothing: the caller lays the flow out anew.
     assert sticky.place(_ranges(("a", 0), ("a", 2))) is None
