@@ -156,8 +156,8 @@ class SlotLayout:
     in the same transaction as the lease record of the new generation, and fences nothing: a
     running task that finds the generation moved on takes its slot's new partitions up
     without its Spark job being restarted. That is safe because a follower never moves a
-    partition between slots while it holds the lease (`StickySlots`): each partition keeps
-    one writer, the slot's transactional id, which fences its own earlier attempt.
+    partition between slots while its copy job runs (`StickySlots`; a new job fences every
+    slot first): each partition keeps one writer, the slot's transactional id.
     """
 
     flow: str
@@ -166,6 +166,10 @@ class SlotLayout:
     holder_id: str
     generation: int
     partitions: tuple[SlotPartition, ...]
+    fresh: tuple[tuple[str, int], ...] = ()
+    """Partitions (source topic, partition) with no progress committed when the layout was
+    planned and no writer since (no slot followed them while the lease was held): the task
+    starts them at their log start without reading the progress topic."""
 
     def record_key(self) -> bytes:
         """Compaction key: one live record per flow and slot."""
@@ -179,6 +183,7 @@ class SlotLayout:
                 "holder": self.holder_id,
                 "generation": self.generation,
                 "partitions": [list(p) for p in self.partitions],
+                "fresh": [list(k) for k in self.fresh],
             },
             separators=(",", ":"),
         ).encode()
@@ -198,6 +203,7 @@ class SlotLayout:
                     (str(s), str(r), int(p), None if i is None else str(i), _int_or_none(a))
                     for s, r, p, i, a in v["partitions"]
                 ),
+                fresh=tuple((str(t), int(p)) for t, p in v.get("fresh", ())),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed slot layout record {key!r}: {exc}") from exc

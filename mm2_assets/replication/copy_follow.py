@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException, Message, Producer
 
@@ -28,7 +28,9 @@ from mm2_assets.replication.copy_shared import (
     Fetched,
     Lane,
     PartitionRange,
+    committed_progress,
     copy_from_progress,
+    start_lane,
 )
 from mm2_assets.stores.topic_reader import TopicReadError
 from mm2_assets.stores.writer_lease import LeaseTail, WriterLeaseLost, read_slot_layout
@@ -67,7 +69,13 @@ def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
                 taken_up = taken_up_layout(spec, exc.__cause__)
                 if taken_up is None:
                     raise
-                spec, failures = taken_up, 0
+                spec, failures = taken_up.spec, 0
+                log.info(
+                    "%s: starts over with layout %d of its writer (%d partitions)",
+                    spec.transactional_id,
+                    spec.lease.generation if spec.lease else 0,
+                    len(spec.partitions),
+                )
                 continue
         # SystemError too: a fatal producer error (fenced, timed out) pending while
         # confluent-kafka runs a delivery callback surfaces from flush() as one (seen at
@@ -91,29 +99,40 @@ def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
             time.sleep(delay)
 
 
-def taken_up_layout(spec: CopyTaskSpec, lost: WriterLeaseLost) -> CopyTaskSpec | None:
-    """`spec` for its slot's part of the newer layout `lost` tells of, or None when the lease
-    moved on in any other way (taken over, given up, a layout that fenced every slot: the
-    task ends). Reads the lease topic (see `SlotLayout`)."""
+@dataclass(frozen=True)
+class TakenUp:
+    """A task's part of its writer's newer layout: its new spec, and the partitions it may
+    start without reading their progress (`SlotLayout.fresh`)."""
+
+    spec: CopyTaskSpec
+    fresh: frozenset[tuple[str, int]]
+
+
+def taken_up_layout(spec: CopyTaskSpec, lost: WriterLeaseLost) -> TakenUp | None:
+    """The slot's part of the newer layout `lost` tells of, or None when the lease moved on
+    in any other way (taken over, given up, a layout that fenced every slot: the task ends).
+    Reads the lease topic (see `SlotLayout`)."""
     token = spec.lease
     if token is None or not lost.newer_layout:
         return None
     layout = read_slot_layout(token, spec.transactional_id, spec.target_consumer)
     if layout is None:
         return None
-    log.info(
-        "%s: takes up layout %d of its writer (%d partitions)",
-        spec.transactional_id,
-        layout.generation,
-        len(layout.partitions),
+    partitions = tuple(
+        PartitionRange(source, remote, partition, None, topic_id, adopted)
+        for source, remote, partition, topic_id, adopted in layout.partitions
     )
-    return replace(
-        spec,
-        partitions=tuple(
-            PartitionRange(source, remote, partition, None, topic_id, adopted)
-            for source, remote, partition, topic_id, adopted in layout.partitions
-        ),
-        lease=replace(token, generation=layout.generation),
+    new = replace(spec, partitions=partitions, lease=replace(token, generation=layout.generation))
+    return TakenUp(new, frozenset(layout.fresh))
+
+
+def _same_partition(followed: PartitionRange, planned: PartitionRange | None) -> bool:
+    """Whether a lane following `followed` goes on for `planned`: the same incarnation of the
+    topic to the same remote topic (MM2's adopted position only mattered at its start)."""
+    return (
+        planned is not None
+        and planned.topic_id == followed.topic_id
+        and planned.remote_topic == followed.remote_topic
     )
 
 
@@ -169,8 +188,7 @@ class FollowCopier(Copier):
 
     def _next_ask(self) -> tuple[int, float] | None:
         """(records wanted, seconds to wait) for the next fetch; never None: a follower
-        follows until it is killed or its layout is replaced (raises CopyError from
-        WriterLeaseLost, with the open transaction left to the fencing that replaced it)."""
+        follows until it is killed or its layout is replaced (see `_layout_replaced`)."""
         lost = self.lease_tail.lost() if self.lease_tail is not None else None
         if lost is not None:
             self._layout_replaced(lost)
@@ -192,12 +210,50 @@ class FollowCopier(Copier):
                 self._commit()
                 self.in_txn = False
             taken_up = taken_up_layout(self.spec, lost)
-            if taken_up is not None and set(taken_up.partitions) == set(self.spec.partitions):
-                assert self.lease_tail is not None and taken_up.lease is not None
-                self.spec = taken_up
-                self.lease_tail.token = taken_up.lease
+            if taken_up is not None:
+                self._take_up(taken_up)
                 return
         raise CopyError(f"{self.spec.describe()}: {lost}") from lost
+
+    def _take_up(self, taken_up: TakenUp) -> None:
+        """Follow the new layout's partitions from now on, in this attempt (its transaction
+        just committed): lanes of partitions it drops (or whose topic was recreated) end,
+        new ones start at their committed progress, read only where there can be any
+        (`TakenUp.fresh`). The lanes it keeps go on where they stood."""
+        spec = taken_up.spec
+        assert self.lease_tail is not None and spec.lease is not None
+        wanted = {(r.source_topic, r.partition): r for r in spec.partitions}
+        kept = [lane for lane in self.lanes if _same_partition(lane.range, wanted.get(lane.key))]
+        dropped = [
+            lane for lane in self.lanes if not _same_partition(lane.range, wanted.get(lane.key))
+        ]
+        for lane in dropped:
+            self.syncs.forget(lane.key)
+        keys = {lane.key for lane in kept}
+        added = [r for key, r in wanted.items() if key not in keys]
+        unread = [
+            k for k in ((r.source_topic, r.partition) for r in added) if k not in taken_up.fresh
+        ]
+        progress = committed_progress(spec, unread) if unread else {}
+        started_at = time.time()
+        self.lanes[:] = kept + [
+            start_lane(spec, r, progress.get((r.source_topic, r.partition)), started_at)
+            for r in added
+        ]
+        self.by_partition = {lane.key: lane for lane in self.lanes}
+        self.spec = spec
+        self.lease_tail.token = spec.lease
+        if added or dropped:
+            self._assign()
+        log.info(
+            "%s: goes on under layout %d of its writer (%d partitions kept, %d added, %d "
+            "read from the progress topic)",
+            spec.transactional_id,
+            spec.lease.generation,
+            len(kept),
+            len(added),
+            len(unread),
+        )
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:
         """Up to `wanted` records (and events) within `timeout`. A follower must not wait for

@@ -15,7 +15,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import ClassVar
@@ -227,9 +227,13 @@ class Lane:
         return not self.batch.upstream and self.position > self.result.next_offset
 
 
-def committed_progress(spec: CopyTaskSpec) -> dict[tuple[str, int], Progress]:
-    """The committed progress of the spec's partitions (only their progress partitions read)."""
-    keys = [(p.source_topic, p.partition) for p in spec.partitions]
+def committed_progress(
+    spec: CopyTaskSpec, keys: Sequence[tuple[str, int]] | None = None
+) -> dict[tuple[str, int], Progress]:
+    """The committed progress of the spec's partitions, or of `keys` (only their progress
+    partitions read)."""
+    if keys is None:
+        keys = [(p.source_topic, p.partition) for p in spec.partitions]
     return read_progress(
         spec.target_consumer, spec.progress_topic, flow=spec.flow, cluster="target", only=keys
     )
@@ -294,7 +298,7 @@ def copy_from_progress(
     lanes: list[Lane] = []
     for part in spec.partitions:
         committed = progress.get((part.source_topic, part.partition))
-        lanes.append(_start_lane(spec, part, committed, started_at))
+        lanes.append(start_lane(spec, part, committed, started_at))
     if not all(lane.done for lane in lanes):
         task = copier(spec, producer, lanes, commits)
         try:
@@ -307,7 +311,7 @@ def copy_from_progress(
     return [lane.result for lane in lanes]
 
 
-def _start_lane(
+def start_lane(
     spec: CopyTaskSpec, part: PartitionRange, committed: Progress | None, started_at: float
 ) -> Lane:
     """The lane of one partition at the start of an attempt: at its committed progress, at

@@ -179,6 +179,12 @@ class OffsetSyncWriter:
         self._last_synced[key] = held[0]
         return [OffsetSync(key[0], key[1], *held)]
 
+    def forget(self, key: PartitionKey) -> None:
+        """The task no longer copies the partition: drop what it knew of its syncs (a newest
+        mapping still held back is not written; checkpoints then use the one before)."""
+        self._last_synced.pop(key, None)
+        self._held.pop(key, None)
+
     def write_in_transaction(self, producer: Producer, syncs: list[OffsetSync]) -> None:
         """Queue `syncs` on the copy's transactional producer (topic on the target)."""
         if self.in_transaction:

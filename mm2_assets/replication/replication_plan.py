@@ -12,7 +12,7 @@ space (`mm2.writer_lease`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -92,6 +92,9 @@ class StickySlots:
         self.slots = len(groups)
         self._slot_of: dict[tuple[str, int], int] = {}
         self._current: dict[tuple[str, int], PartitionRange] = {}
+        self.first_placed: set[tuple[str, int]] = set()
+        """The partitions the last `place` gave a slot for the first time: no slot of the
+        job followed them before."""
         self._record(groups)
 
     def _record(self, groups: Sequence[Sequence[PartitionRange]]) -> None:
@@ -108,6 +111,7 @@ class StickySlots:
         groups: list[list[PartitionRange]] = [[] for _ in range(self.slots)]
         new: list[PartitionRange] = []
         changed: set[int] = set()
+        self.first_placed = set()
         for r in ranges:
             key = (r.source_topic, r.partition)
             slot = self._slot_of.get(key)
@@ -127,8 +131,15 @@ class StickySlots:
             changed.add(slot)
         if not all(groups):
             return None
+        self.first_placed = {(r.source_topic, r.partition) for r in new}
         self._record(groups)
         return groups
+
+    def fresh(self, states: Iterable[PartitionState]) -> set[tuple[str, int]]:
+        """Of the partitions the last `place` gave a slot for the first time, those without
+        progress in the plan's `states`: no slot of the job followed them and nothing was
+        committed for them when planned, so there is none now (`SlotLayout.fresh`)."""
+        return self.first_placed & {(s.topic, s.partition) for s in states if not s.progressed}
 
 
 def copy_task_spec(

@@ -47,6 +47,8 @@ class PartitionState:
     lost_to_retention: int = 0
     """Offsets lost to retention already counted in the committed progress (over the
     partition's life, earlier incarnations included): what a report window subtracts."""
+    progressed: bool = True
+    """Whether any progress of the partition was committed (of any incarnation) when read."""
 
     @property
     def lag(self) -> int:
@@ -148,6 +150,7 @@ def combine_states(
                 recreated_from=stale.next_offset if stale else None,
                 adopted=key in adopted,
                 lost_to_retention=committed.lost_to_retention if committed else 0,
+                progressed=committed is not None,
             )
         )
     return states

@@ -307,7 +307,8 @@ class Follower:
             {
                 spec.transactional_id: slot_partitions(group)
                 for spec, group in zip(job.specs, groups, strict=True)
-            }
+            },
+            sticky.fresh(plan.states),
         )
         plan.tasks = [
             replace(spec, partitions=tuple(group), lease=token)

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
@@ -451,11 +451,18 @@ class WriterLease:
         if self._next_generation(lambda _: ()):
             self._fence_slots()
 
-    def relayout(self, slots: Mapping[str, Iterable[SlotPartition]]) -> LeaseToken:
+    def relayout(
+        self,
+        slots: Mapping[str, Iterable[SlotPartition]],
+        fresh: Collection[tuple[str, int]] = (),
+    ) -> LeaseToken:
         """A new layout of this writer's running copy tasks, taken up by the tasks themselves:
         record a new generation together with each slot's partitions (`slots`, by
-        transactional id), fencing nothing (see `SlotLayout`). Returns the new token; raises
-        WriterLeaseLost when the lease was lost or the generation cannot be recorded."""
+        transactional id; `fresh`: see `SlotLayout.fresh`), fencing nothing (see
+        `SlotLayout`). Returns the new token; raises WriterLeaseLost when the lease was lost
+        or the generation cannot be recorded."""
+
+        fresh_keys = set(fresh)
 
         def layouts(record: LeaseRecord) -> list[SlotLayout]:
             return [
@@ -466,8 +473,9 @@ class WriterLease:
                     record.holder.id,
                     record.generation,
                     tuple(partitions),
+                    tuple((p[0], p[2]) for p in partitions if (p[0], p[2]) in fresh_keys),
                 )
-                for task, partitions in slots.items()
+                for task, partitions in ((t, tuple(ps)) for t, ps in slots.items())
             ]
 
         if not self._next_generation(layouts):

@@ -8,6 +8,7 @@ record once, in order, nothing lost.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -25,10 +26,11 @@ from confluent_kafka import KafkaException, Producer
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.mm2.writer_lease import writer_transactional_id
+from mm2_assets.replication.copy_follow import slot_partitions
 from mm2_assets.replication.copy_task import CopyError, CopyTaskSpec, run_copy_task
-from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
+from mm2_assets.replication.replication_plan import StickySlots, assign_tasks, plan_replication
 from mm2_assets.stores.progress_store import read_flow_progress
-from mm2_assets.stores.writer_lease import WriterLease, WriterLeaseLost, current_lease
+from mm2_assets.stores.writer_lease import WriterBusy, WriterLease, WriterLeaseLost, current_lease
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.dagster_dev import DagsterDev
 from mm2_assets_tests.integration.test_follower import (
@@ -198,26 +200,34 @@ def following(lines: list[str]) -> Callable[[], bool]:
     return lambda: any("following" in line and "partitions" in line for line in lines)
 
 
+def following_task(task: CopyTaskSpec, ended: list[BaseException | None]) -> threading.Thread:
+    """Run a follower copy task in a thread (as a Spark worker would); how it ended goes to
+    `ended` (None: returned)."""
+
+    def run() -> None:
+        try:
+            run_copy_task(task)
+            ended.append(None)
+        except BaseException as exc:
+            ended.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_following_task_ends_by_itself_once_its_layout_is_replaced(
     primary, backup, write_mm2_config
 ) -> None:
-    # A new layout (a topic added, partitions added) replaces every task of the old one. A
-    # task that kept following until Spark killed its worker would hold its slot for 2-4 s
-    # and stall the new layout: it must end by itself, without copying anything twice.
+    # A new layout that fences every slot (a follower whose running tasks cannot take it up)
+    # replaces every task of the old one. A task that kept following until Spark killed its
+    # worker would hold its slot for 2-4 s and stall the new layout: it must end by itself,
+    # without copying anything twice.
     topic, _, flow = one_topic_flow(primary, write_mm2_config, "replaced", extra="")
     ended: list[BaseException | None] = []
 
     def follow(task: CopyTaskSpec) -> threading.Thread:
-        def run() -> None:
-            try:
-                run_copy_task(task)
-                ended.append(None)
-            except BaseException as exc:
-                ended.append(exc)
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        return thread
+        return following_task(task, ended)
 
     with WriterLease(flow, slots=1, what="test follower") as lease:
         assert lease.acquire(wait=10.0)
@@ -240,6 +250,59 @@ def test_a_following_task_ends_by_itself_once_its_layout_is_replaced(
     # The lease given up (the follower stopping): its last task ends too.
     new.join(10)
     assert not new.is_alive() and "given up" in str(ended[1])
+
+
+def test_running_tasks_take_a_new_layout_up_and_copy_every_record_once(
+    primary, backup, write_mm2_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A follower's re-layout handed to its running tasks (`WriterLease.relayout`): with a
+    producer writing to both topics throughout, the task whose partitions did not change goes
+    on, the one that takes the new topic adds it to what it follows; neither ends, and every
+    record of both topics is on the target once, in order. Another writer meanwhile finds
+    the flow held."""
+    topic, _, flow = one_topic_flow(primary, write_mm2_config, "taken-up", extra="")
+    second = topic.removesuffix("-a") + "-b"
+    create_topic(primary, second, partitions=PARTITIONS)
+    ended: list[BaseException | None] = []
+    caplog.set_level(logging.INFO, logger="mm2_assets.replication.copy_follow")
+    with WriterLease(flow, slots=2, what="test follower") as lease:
+        assert lease.acquire(wait=10.0)
+        with Writing(primary, topic), Writing(primary, second):
+            tasks = assign_tasks(flow, plan_replication(flow, [topic], follow=True), 2, lease.token)
+            threads = [following_task(task, ended) for task in tasks]
+            wait_for("the tasks to commit", lambda: len(read_flow_progress(flow)) == PARTITIONS)
+            sticky = StickySlots([task.partitions for task in tasks])
+            plan = plan_replication(flow, [topic, second], follow=True)
+            groups = sticky.place(plan.ranges)
+            assert groups is not None
+            lease.relayout(
+                {
+                    task.transactional_id: slot_partitions(group)
+                    for task, group in zip(tasks, groups, strict=True)
+                },
+                sticky.fresh(plan.states),
+            )
+            wait_for(
+                "the new topic's copy",
+                lambda: len(read_flow_progress(flow)) == 2 * PARTITIONS,
+                state=lambda: ended,
+            )
+            # Another writer of the flow meanwhile still finds it held.
+            with pytest.raises(WriterBusy), WriterLease(flow, slots=2, what="a pass") as other:
+                other.acquire(wait=1.0)
+            assert not ended, f"a task ended on a layout it could take up: {ended}"
+        assert_exactly_once(primary, backup, topic)
+        assert_exactly_once(primary, backup, second)
+        # Both tasks went on; the new topic (never copied) needed no progress read.
+        said = [r.getMessage() for r in caplog.records if "layout" in r.getMessage()]
+        assert sum("goes on under layout" in m for m in said) == 2, said
+        assert sum("2 partitions kept, 4 added, 0 read" in m for m in said) == 1, said
+        assert not any("starts over" in m for m in said), said
+    # The lease given up: both tasks end.
+    for thread in threads:
+        thread.join(15)
+        assert not thread.is_alive()
+    assert len(ended) == 2 and all("given up" in str(e) for e in ended), ended
 
 
 def test_passes_beside_a_follow_command_refuse_naming_it_and_copy_nothing(

@@ -18,6 +18,7 @@ from mm2_assets.replication.offset_sync_writer import (
     throttle_offset_syncs,
 )
 from mm2_assets.replication.replication_plan import StickySlots, spread
+from mm2_assets.replication.replication_state import PartitionState
 
 
 def test_contiguous_batch_syncs_first_last_and_every_lag_max() -> None:
@@ -211,3 +212,20 @@ def test_sticky_slots_never_move_a_partition_and_change_as_few_slots_as_they_can
     assert all(len(g) <= 15 for g in placed), [len(g) for g in placed]
     # A slot left with nothing: the caller lays the flow out anew.
     assert sticky.place(_ranges(("a", 0), ("a", 2))) is None
+
+
+def test_only_partitions_never_followed_and_never_copied_start_without_reading_progress() -> None:
+    a = _ranges(("a", 0), ("a", 1))
+    sticky = StickySlots(spread(a, 2))
+    b = _ranges(("b", 0), ("b", 1))
+    assert sticky.place(a + b) is not None
+    states = [
+        PartitionState("b", 0, next_offset=0, end_offset=9, progressed=False),
+        PartitionState("b", 1, next_offset=4, end_offset=9, progressed=True),  # copied before
+        PartitionState("a", 0, next_offset=0, end_offset=9, progressed=False),  # followed
+    ]
+    assert sticky.fresh(states) == {("b", 0)}
+    # b gone, then back: followed in this job, so its progress is read, whatever the plan saw.
+    assert sticky.place(a) is not None
+    assert sticky.place(a + b) is not None
+    assert sticky.fresh(states) == set()

@@ -173,3 +173,5 @@ def test_a_state_carries_the_gaps_its_committed_progress_already_counted() -> No
     resumable = replication_state.resumable_progress(progress, ends, ids)
     states = replication_state.combine_states(keys, progress, resumable, ends, ids, {})
     assert [(s.topic, s.lost_to_retention) for s in states] == [("a", 5), ("b", 2), ("c", 0)]
+    # Only a partition nothing was ever committed for may start without reading progress.
+    assert [(s.topic, s.progressed) for s in states] == [("a", True), ("b", True), ("c", False)]

@@ -98,6 +98,7 @@ def test_a_slot_layout_round_trips_and_is_current_only_for_its_holding_and_gener
         ME.id,
         held.generation,
         (("t", "primary.t", 0, "id-0", None), ("u", "primary.u", 3, None, 41)),
+        fresh=(("u", 3),),
     )
     again = SlotLayout.from_record(layout.record_key(), layout.record_value())
     assert again == layout
