@@ -1,7 +1,7 @@
 """A follower's Spark job: long-running copy tasks, started in the background and cancelled.
 
 The job's tasks each follow a few partitions (`CopyTaskSpec` without end offsets) and never
-finish on their own. Stopping cancels the job, then fences every writer slot of the flow
+finish on their own; a new replicated set reaches them through the writer lease. Stopping cancels the job, then fences every writer slot of the flow
 (while this follower still holds the flow's writer lease): a task that Spark has not killed
 yet can no longer commit, and the transaction it had open is aborted by the broker at once
 instead of blocking read_committed consumers of the target until it times out. Nothing
@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 
 class FollowerJob:
-    """One layout of a follower: its copy tasks running as one Spark job in a thread."""
+    """A follower's copy tasks running as one Spark job in a thread; they take later layouts
+    up themselves (`mm2.writer_lease.SlotLayout`) until one needs a new job."""
 
     def __init__(self, spark: Any, specs: Sequence[CopyTaskSpec], lease: WriterLease) -> None:
         self.spark = spark
