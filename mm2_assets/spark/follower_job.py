@@ -1,8 +1,9 @@
 """A follower's Spark job: long-running copy tasks, started in the background and cancelled.
 
 The job's tasks each follow a few partitions (`CopyTaskSpec` without end offsets) and never
-finish on their own; a new replicated set reaches them through the writer lease. Stopping cancels the job, then fences every writer slot of the flow
-(while this follower still holds the flow's writer lease): a task that Spark has not killed
+finish on their own; a new replicated set reaches them through the writer lease. Stopping
+cancels the job, then fences every writer slot of the flow (while this follower still holds
+the flow's writer lease): a task that Spark has not killed
 yet can no longer commit, and the transaction it had open is aborted by the broker at once
 instead of blocking read_committed consumers of the target until it times out. Nothing
 half-written stays visible, and the next layout resumes at the committed progress.
