@@ -202,9 +202,9 @@ class FollowCopier(Copier):
     def _layout_replaced(self, lost: WriterLeaseLost) -> None:
         """The task's layout was replaced (`lost`). Under the same holding, the open
         transaction commits first (the slot still owns its partitions: a follower never
-        moves one to another slot, see `SlotLayout`), and a slot whose partitions did not
-        change goes on under the new generation without a pause. Otherwise, raises CopyError
-        from `lost` (the open transaction left to the fencing that replaced it)."""
+        moves one to another slot, see `SlotLayout`), then the task takes its slot's part of
+        the new layout up in place (`_take_up`). Otherwise (no part for it: taken over,
+        given up, every slot fenced), raises CopyError from `lost`."""
         if lost.newer_layout:
             if self.in_txn:
                 self._commit()
