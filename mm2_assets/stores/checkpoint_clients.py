@@ -73,6 +73,14 @@ class CheckpointClients:
                 self._readers.append(reader)
         return reader
 
+    def idle(self) -> None:
+        """After a pass: every reader stops fetching until the next (`PartitionReader.idle`).
+        Called between passes only, when no thread reads."""
+        with self._lock:
+            readers = list(self._readers)
+        for reader in readers:
+            reader.idle()
+
     def close(self) -> None:
         """Stop the threads, then close every consumer (the producer has nothing pending:
         each pass waits for its checkpoints' acknowledgements)."""

@@ -85,9 +85,12 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self.close()
 
     def close(self) -> None:
-        """Close the clients, unless they are the caller's."""
+        """Close the clients, unless they are the caller's: those stop fetching until the
+        next pass."""
         if self._own_clients:
             self._clients.close()
+        else:
+            self._clients.idle()
 
     def prepare(
         self, requests: Iterable[tuple[tuple[str, int], OffsetAndMetadata | int | None]]

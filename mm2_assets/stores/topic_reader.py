@@ -6,6 +6,7 @@ need every committed record present when the read started, and nothing later.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -324,7 +325,6 @@ class PartitionReader:
         if not pending:
             return done
         got: dict[tuple[str, int], list[Message]] = {key: [] for key in pending}
-        paused: list[TopicPartition] = []
         self.consumer.assign(
             [TopicPartition(t, p, start) for (t, p), (start, _) in pending.items()]
         )
@@ -351,12 +351,18 @@ class PartitionReader:
                     if error is None or error.code() == KafkaError._PARTITION_EOF:
                         done[key] = records
                     # Its fetches would only be thrown away until the others finish.
-                    paused.append(TopicPartition(*key))
-                    self.consumer.pause([paused[-1]])
+                    self.consumer.pause([TopicPartition(*key)])
         finally:
-            if paused:
-                self.consumer.resume(paused)
+            self.idle()
         return done
+
+    def idle(self) -> None:
+        """Stop fetching until the next read. A consumer left assigned goes on prefetching
+        its partitions to their end, and on live topics for ever (up to
+        `queued.max.messages.kbytes`, 64 MiB, per consumer): a follower's checkpoint readers
+        held gigabytes that way between passes (the soak's RSS)."""
+        with contextlib.suppress(KafkaException):
+            self.consumer.unassign()
 
     def _with_metadata(
         self, spans: Mapping[tuple[str, int], tuple[int, int]], timeout: float

@@ -291,6 +291,8 @@ def test_a_partition_reader_reads_many_spans_at_once_and_leaves_out_what_it_cann
             timeout=20,
         )
         assert time.monotonic() - began < 5, "the bulk read waited for what it cannot read"
+        # Nothing stays assigned: a consumer left so would prefetch those logs for ever.
+        assert reader.consumer.assignment() == []
         values = {key: [m.value() for m in messages] for key, messages in read.items()}
         assert values == {
             (topic, 0): [b"0-%d" % i for i in range(10, 15)],
@@ -298,8 +300,12 @@ def test_a_partition_reader_reads_many_spans_at_once_and_leaves_out_what_it_cann
         }
         assert [m.value() for m in reader.read(topic, 3, 5, expect=10)][:2] == [b"3-20", b"3-21"]
         assert list(reader.read(topic, 2, 500)) == []
-        # The reader reads single spans as before after a bulk read (nothing stays paused).
+        # The reader reads single spans as before after a bulk read (nothing stays paused),
+        # and stops fetching when told (between a follower's checkpoint passes).
         assert [m.value() for m in reader.read(topic, 0, 10, end=12)] == [b"0-10", b"0-11"]
+        assert reader.consumer.assignment() != []
+        reader.idle()
+        assert reader.consumer.assignment() == []
     finally:
         producer.abort_transaction()
         reader.close()
