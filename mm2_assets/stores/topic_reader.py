@@ -325,6 +325,7 @@ class PartitionReader:
         if not pending:
             return done
         got: dict[tuple[str, int], list[Message]] = {key: [] for key in pending}
+        paused: list[TopicPartition] = []
         self.consumer.assign(
             [TopicPartition(t, p, start) for (t, p), (start, _) in pending.items()]
         )
@@ -351,8 +352,13 @@ class PartitionReader:
                     if error is None or error.code() == KafkaError._PARTITION_EOF:
                         done[key] = records
                     # Its fetches would only be thrown away until the others finish.
-                    self.consumer.pause([TopicPartition(*key)])
+                    paused.append(TopicPartition(*key))
+                    self.consumer.pause([paused[-1]])
         finally:
+            # A pause outlives the assignment: a later read of the partition would get
+            # nothing until resumed.
+            if paused:
+                self.consumer.resume(paused)
             self.idle()
         return done
 
