@@ -106,16 +106,19 @@ class TakenUp:
 
     spec: CopyTaskSpec
     fresh: frozenset[tuple[str, int]]
+    tailed: bool = False
+    """Whether the task's lease tail brought its part (no read of the lease topic)."""
 
 
 def taken_up_layout(spec: CopyTaskSpec, lost: WriterLeaseLost) -> TakenUp | None:
     """The slot's part of the newer layout `lost` tells of, or None when the lease moved on
     in any other way (taken over, given up, a layout that fenced every slot: the task ends).
-    Reads the lease topic (see `SlotLayout`)."""
+    The part the task's lease tail read with the new generation, else read from the lease
+    topic (see `SlotLayout`)."""
     token = spec.lease
     if token is None or not lost.newer_layout:
         return None
-    layout = read_slot_layout(token, spec.transactional_id, spec.target_consumer)
+    layout = lost.layout or read_slot_layout(token, spec.transactional_id, spec.target_consumer)
     if layout is None:
         return None
     partitions = tuple(
@@ -123,7 +126,7 @@ def taken_up_layout(spec: CopyTaskSpec, lost: WriterLeaseLost) -> TakenUp | None
         for source, remote, partition, topic_id, adopted in layout.partitions
     )
     new = replace(spec, partitions=partitions, lease=replace(token, generation=layout.generation))
-    return TakenUp(new, frozenset(layout.fresh))
+    return TakenUp(new, frozenset(layout.fresh), tailed=lost.layout is not None)
 
 
 def _same_partition(followed: PartitionRange, planned: PartitionRange | None) -> bool:
@@ -175,7 +178,9 @@ class FollowCopier(Copier):
         """When the open transaction must commit."""
         # Ends the task as soon as its layout is replaced (see LeaseTail).
         self.lease_tail = (
-            LeaseTail(spec.lease, spec.target_consumer) if spec.lease is not None else None
+            LeaseTail(spec.lease, spec.target_consumer, spec.transactional_id)
+            if spec.lease is not None
+            else None
         )
 
     def close(self) -> None:
@@ -223,10 +228,10 @@ class FollowCopier(Copier):
         spec = taken_up.spec
         assert self.lease_tail is not None and spec.lease is not None
         wanted = {(r.source_topic, r.partition): r for r in spec.partitions}
-        kept = [lane for lane in self.lanes if _same_partition(lane.range, wanted.get(lane.key))]
-        dropped = [
-            lane for lane in self.lanes if not _same_partition(lane.range, wanted.get(lane.key))
-        ]
+        kept: list[Lane] = []
+        dropped: list[Lane] = []
+        for lane in self.lanes:
+            (kept if _same_partition(lane.range, wanted.get(lane.key)) else dropped).append(lane)
         for lane in dropped:
             self.syncs.forget(lane.key)
         keys = {lane.key for lane in kept}
@@ -247,12 +252,13 @@ class FollowCopier(Copier):
             self._assign()
         log.info(
             "%s: goes on under layout %d of its writer (%d partitions kept, %d added, %d "
-            "read from the progress topic)",
+            "read from the progress topic; its part %s)",
             spec.transactional_id,
             spec.lease.generation,
             len(kept),
             len(added),
             len(unread),
+            "from its lease tail" if taken_up.tailed else "read from the lease topic",
         )
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:

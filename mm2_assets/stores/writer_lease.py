@@ -56,9 +56,14 @@ class WriterLeaseLost(RuntimeError):
     the holding is the same, on a newer layout of its copy tasks (`read_slot_layout` tells
     whether a task takes its part of it up)."""
 
-    def __init__(self, message: str, *, newer_layout: bool = False) -> None:
+    def __init__(
+        self, message: str, *, newer_layout: bool = False, layout: SlotLayout | None = None
+    ) -> None:
         super().__init__(message)
         self.newer_layout = newer_layout
+        self.layout = layout
+        """The task's own part of the newer layout when its lease tail saw it (written in
+        the same transaction as the lease record), so it need not read the lease topic."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,8 @@ def _lost(token: LeaseToken, latest: LeaseRecord) -> WriterLeaseLost | None:
 
 class LeaseTail:
     """A following copy task's tail of its writer lease: tells, between fetches, that the
-    task's layout is no longer the flow's current one, so the task ends at once.
+    task's layout is no longer the flow's current one, so the task ends at once or takes its
+    part of a newer layout up.
 
     Without it a task of a replaced layout stays in its Spark slot until Spark kills its
     Python worker, 2-4 s after the job was cancelled (PySpark's worker monitor checks every
@@ -197,11 +203,24 @@ class LeaseTail:
     those slots. Read from the partition's end when the task has checked its lease: a record
     written in between is followed by the holder's next renewal (every fifth of the lease
     timeout), which carries the same generation.
+
+    With the task's `transactional_id`, the tail keeps the task's latest `SlotLayout` too: a
+    new layout's slot records precede its lease record in one transaction, so the tail has
+    read the task's part by the time it reads the new generation (`WriterLeaseLost.layout`).
     """
 
-    def __init__(self, token: LeaseToken, consumer_config: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        token: LeaseToken,
+        consumer_config: Mapping[str, str],
+        transactional_id: str | None = None,
+    ) -> None:
         self.token = token
         self._key = lease_key(token.flow)
+        self._layout_key = (
+            None if transactional_id is None else slot_layout_key(token.flow, transactional_id)
+        )
+        self._layout: SlotLayout | None = None
         self._consumer = Consumer(
             # Long fetches: an idle tail costs a request every half second.
             committed_reader_config(
@@ -211,14 +230,23 @@ class LeaseTail:
         self._consumer.assign([TopicPartition(token.topic, 0, OFFSET_END)])
 
     def lost(self) -> WriterLeaseLost | None:
-        """Why the task's holding ended, from the lease records that arrived since the last
-        call (None while it holds; never waits)."""
+        """Why the task's holding ended, from the latest lease record that arrived since the
+        last call (None while it holds; never waits)."""
+        latest: LeaseRecord | None = None
         for msg in self._consumer.consume(100, timeout=0):
-            if msg.error() is None and msg.key() == self._key and msg.value() is not None:
-                lost = _lost(self.token, LeaseRecord.from_record(msg.key(), msg.value()))
-                if lost is not None:
-                    return lost
-        return None
+            key, value = msg.key(), msg.value()
+            if msg.error() is not None or value is None:
+                continue
+            if key == self._key:
+                latest = LeaseRecord.from_record(key, value)
+            elif key == self._layout_key:
+                with contextlib.suppress(ValueError):  # read_slot_layout says what is wrong
+                    self._layout = SlotLayout.from_record(key, value)
+        lost = None if latest is None else _lost(self.token, latest)
+        if lost is not None and lost.newer_layout and latest is not None:
+            layout = self._layout
+            lost.layout = layout if layout is not None and layout.current_for(latest) else None
+        return lost
 
     def close(self) -> None:
         """Close the tail's consumer."""
@@ -480,8 +508,8 @@ class WriterLease:
 
         if not self._next_generation(layouts):
             raise WriterLeaseLost(
-                f"flow {self.flow.name}: the writer lease was taken over "
-                f"({self.lost_to}): not copying"
+                f"flow {self.flow.name}: the writer lease is no longer held "
+                f"({self.lost_to or 'released'}): not copying"
             )
         return self.token
 
