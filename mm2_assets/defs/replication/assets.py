@@ -5,6 +5,7 @@
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -22,7 +23,7 @@ from mm2_assets.replication.replication_state import (
     recreation_warnings,
 )
 from mm2_assets.replication.source_hazards import SourceHazards, hazard_warnings, source_hazards
-from mm2_assets.spark.job import executors_of, run_copy_tasks, writer_slots
+from mm2_assets.spark.job import executors_of, known_writer_slots, run_copy_tasks, writer_slots
 from mm2_assets.stores.writer_lease import WriterBusy, WriterLease
 
 
@@ -207,14 +208,17 @@ def _copy(
     flow: FlowConfig,
     plan: ReplicationPlan,
 ) -> _CopyJob:
-    """Run the plan's copy tasks on Spark while holding the flow's writer lease."""
+    """Run the plan's copy tasks on Spark while holding the flow's writer lease.
+
+    When the copy-task count is known without a session (`tasks.max`, a local master), the
+    lease comes first: a pass refused beside a follower fails without starting Spark."""
     if not plan.ranges:
         return _CopyJob(results=[], spark_start_seconds=0.0, job_seconds=0.0)
-    session_started = time.monotonic()
-    session = spark.spark_session
-    job_started = time.monotonic()
     # MM2's tasks.max defaults to 1; only an explicit setting caps Spark's parallelism.
-    slots = writer_slots(flow, session)
+    slots = known_writer_slots(flow, spark.local_slots())
+    session, spark_seconds = (None, 0.0) if slots is not None else _session(spark)
+    if slots is None:
+        slots = writer_slots(flow, session)
     # One writer per flow, whatever launched this run: wait for (or refuse, naming
     # it) a follower or pass that holds the flow; taking it fences earlier writers.
     with WriterLease(flow, slots=slots, what=f"pass run {context.run.run_id}") as lease:
@@ -223,13 +227,24 @@ def _copy(
         except WriterBusy as exc:
             # The reason alone, in the UI's run view and the CLI's output.
             raise dg.Failure(description=str(exc)) from exc
+        if session is None:
+            session, spark_seconds = _session(spark)
+        job_started = time.monotonic()
         tasks = assign_tasks(flow, plan, slots, lease.token)
         results = run_copy_tasks(session, tasks, max_tasks=len(tasks))
     return _CopyJob(
         results=results,
-        spark_start_seconds=job_started - session_started,
+        spark_start_seconds=spark_seconds,
         job_seconds=time.monotonic() - job_started,
     )
+
+
+def _session(spark: SparkResource) -> tuple[Any, float]:
+    """The resource's Spark session and the seconds it took to get (its start, the first
+    time)."""
+    started = time.monotonic()
+    session = spark.spark_session
+    return session, time.monotonic() - started
 
 
 def _copied_and_lag_by_topic(
