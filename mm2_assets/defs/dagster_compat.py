@@ -161,3 +161,16 @@ def planned_partitions(instance: dg.DagsterInstance, run_id: str) -> list[list[s
         else:
             planned.append([event.partition] if event is not None and event.partition else [])
     return sorted(planned)
+
+
+def drop_logged_events(context: dg.OpExecutionContext) -> None:
+    """Let go of the events `context.log_event` logged so far (already in the event log).
+
+    Dagster writes a logged event at once but also keeps it until the op yields or returns,
+    to hand it on then; a follower's op does neither for as long as it runs, so its process
+    grew by every event it ever logged (0.66 MB for a checkpoint table of 20 groups x 64
+    partitions; about 25 MB a minute in the soak). `consume_events` is what Dagster calls at
+    those points; its docstring reserves it for internal use.
+    """
+    for _ in context.consume_events():
+        pass

@@ -16,6 +16,7 @@ from mm2_assets.defs.dagster_compat import (
     SENSOR_DAEMON_LOOP_S,
     add_run_tags,
     claim_pool_slot,
+    drop_logged_events,
     ensure_pool_limit,
     free_pool_slots,
     latest_check_passed,
@@ -158,3 +159,28 @@ def test_sensor_minimums_land_every_tick_on_the_daemon_loop_it_is_due() -> None:
     # 6 s: the second loop (10 s), never the first; 30 s: the sixth.
     assert sensor_min_interval(6) == 9
     assert sensor_min_interval(30) == 29
+
+
+def test_logged_events_are_written_at_once_and_let_go_when_dropped(
+    instance: dg.DagsterInstance,
+) -> None:
+    # A follower's op logs materializations for hours and never returns: each is in the
+    # event log as soon as it is logged, and dropping it leaves nothing held in the process.
+    held: list[bool] = []
+
+    @dg.op
+    def follows_for_ever(context: dg.OpExecutionContext) -> None:
+        for i in range(3):
+            context.log_event(dg.AssetMaterialization("followed", metadata={"i": i}))
+            held.append(context.has_events())
+            drop_logged_events(context)
+            held.append(context.has_events())
+
+    @dg.job
+    def follower():
+        follows_for_ever()
+
+    assert follower.execute_in_process(instance=instance).success
+    assert held == [True, False] * 3
+    records = instance.fetch_materializations(dg.AssetKey("followed"), limit=10).records
+    assert sorted(r.asset_materialization.metadata["i"].value for r in records) == [0, 1, 2]

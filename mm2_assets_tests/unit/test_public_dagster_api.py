@@ -29,6 +29,8 @@ INTERNAL_ATTRIBUTES = {
     "report_run_failed",
     "add_run_tags",
     "event_specific_data",
+    "consume_events",
+    "has_events",
 }
 INTERNAL_STRINGS = re.compile(r"DAGSTER_EMIT_[A-Z_]+")
 

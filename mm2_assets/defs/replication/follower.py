@@ -34,7 +34,12 @@ from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.dagster_compat import add_run_tags, free_pool_slots, mark_run_failed
+from mm2_assets.defs.dagster_compat import (
+    add_run_tags,
+    drop_logged_events,
+    free_pool_slots,
+    mark_run_failed,
+)
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata, log_plan
@@ -97,6 +102,8 @@ class DagsterFollowerReporter(FollowerReporter):
             self.context.log_event(
                 dg.AssetMaterialization(asset_key=key, partition=partition, metadata=metadata)
             )
+            # A follower's op never returns: without this, its run keeps every event.
+            drop_logged_events(self.context)
 
     def layout(self, plan: ReplicationPlan, generation: int) -> None:
         topics = sorted(plan.remote_topics)
