@@ -12,7 +12,7 @@ space (`mm2.writer_lease`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -31,7 +31,7 @@ from mm2_assets.kafka.admin import (
 )
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig
-from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, progress_topic
+from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_topic
 from mm2_assets.mm2.topic_configs import TopicConfigEntry, creation_configs
 from mm2_assets.mm2.writer_lease import lease_topic, writer_transactional_id
 from mm2_assets.replication.copy_task import CopyTaskSpec, PartitionRange
@@ -39,6 +39,7 @@ from mm2_assets.replication.replication_state import PartitionState, partition_s
 from mm2_assets.replication.topic_config_sync import describe_topic_configs, select_remote_topics
 from mm2_assets.stores.checkpoint_store import checkpoints_topic
 from mm2_assets.stores.offset_syncs import offset_syncs_location
+from mm2_assets.stores.progress_store import PartitionKey
 from mm2_assets.stores.writer_lease import LeaseToken
 
 
@@ -288,12 +289,18 @@ def internal_topic_warnings(
 
 
 def plan_replication(
-    flow: FlowConfig, topics: Sequence[str], *, follow: bool = False
+    flow: FlowConfig,
+    topics: Sequence[str],
+    *,
+    follow: bool = False,
+    progress: Callable[[], Mapping[PartitionKey, Progress]] | None = None,
 ) -> ReplicationPlan:
     """Plan copying `topics` (source names) of `flow`; see the module docstring. The ranges
     become copy tasks with `assign_tasks`, once the writer holds the flow.
 
     `follow` plans a follower: every partition, lagging or not, without an end offset.
+    `progress` gives the flow's whole committed progress when the caller tails it (a
+    follower's `tailed_flow_progress(complete=True)`); default: read the progress topic.
     """
     plan = ReplicationPlan(flow=flow.name)
     source_admin = flow_admin(flow, "source")
@@ -319,7 +326,11 @@ def plan_replication(
 
     counts = {t: source_topics[t].partitions for t in plan.remote_topics}
     plan.states = partition_states(
-        flow, counts, source_admin=source_admin, adopt_from=plan.remote_topics
+        flow,
+        counts,
+        source_admin=source_admin,
+        adopt_from=plan.remote_topics,
+        progress=None if progress is None else progress(),
     )
     plan.ranges.extend(_ranges(plan, follow=follow))
     return plan

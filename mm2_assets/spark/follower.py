@@ -256,11 +256,22 @@ class Follower:
                 self._admins[side] = flow_admin(self.flow, side)
             return self._admins[side]
 
+    def _plan(self, layout: Mapping[str, ReplicatedTopic]) -> ReplicationPlan:
+        """Plan following `layout`, from the progress this process tails: a follower plans
+        at every change of its replicated set, and the whole progress topic holds up to a
+        segment's worth of commits (at 2,000 records/s, up to a million records: seconds)."""
+        return plan_replication(
+            self.flow,
+            sorted(layout),
+            follow=True,
+            progress=lambda: tailed_flow_progress(self.flow, complete=True),
+        )
+
     def _start_layout(self, session: SessionStart) -> Any:
         """The first layout, planned while the session may still be starting; every slot was
         fenced when the lease was taken. Returns the session."""
         layout = self._topics()
-        plan = plan_replication(self.flow, sorted(layout), follow=True)
+        plan = self._plan(layout)
         spark = session.result()
         self._run_plan(spark, plan, layout)
         return spark
@@ -277,7 +288,7 @@ class Follower:
         `only_if_fewer_skipped` (same topics, some skipped before), the new layout starts only
         if the plan now takes more of them."""
         assert self.lease is not None
-        plan = plan_replication(self.flow, sorted(layout), follow=True)
+        plan = self._plan(layout)
         if only_if_fewer_skipped and not set(plan.skipped) < self._skipped:
             return
         if self._relayout_in_place(plan, layout):

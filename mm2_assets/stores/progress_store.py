@@ -8,8 +8,9 @@ measurement and the copy task itself all resume from what `read_progress` return
 Long-lived readers tail it instead of reading it whole each time: a follower's reports
 (`ProgressTracker`), and every lag measurement and checkpoint pass of a process
 (`tailed_flow_progress`: the code server's sensor ticks, a follower's checkpoint passes), so
-their cost follows what was committed since, not the topic's history. Planning and copy tasks,
-which decide where copying resumes, read it whole.
+their cost follows what was committed since, not the topic's history. Copy tasks and a pass's
+planning, which decide where copying resumes, read it whole; a follower plans from its tail
+read to the end the call saw (`tailed_flow_progress(complete=True)`), which is the same.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from mm2_assets.mm2.progress import (
     progress_partition,
     progress_topic,
 )
-from mm2_assets.stores.topic_reader import read_to_end
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicReadError, read_to_end
 
 PartitionKey = tuple[str, int]
 """A source topic-partition: (topic, partition)."""
@@ -120,9 +121,15 @@ class ProgressTracker:
         )
         self._admin = flow_admin(flow, "target")
 
-    def refresh(self, timeout: float = 2.0) -> dict[PartitionKey, Progress]:
+    def refresh(
+        self, timeout: float = 2.0, *, complete: bool = False
+    ) -> dict[PartitionKey, Progress]:
         """Read what was committed since the last refresh (for at most about `timeout`
-        seconds: a transaction still open is read next time); the progress by partition."""
+        seconds: a transaction still open is read next time); the progress by partition.
+
+        `complete` reads up to the end the call saw, as `read_flow_progress` would (so the
+        answer may decide where copying resumes): `timeout` then bounds a stall, not the
+        read, and a stalled read raises TopicReadError."""
         # One ListOffsets request for every partition (the last stable offsets, where a
         # read_committed reader ends), not one request per partition.
         ends = {
@@ -143,16 +150,26 @@ class ProgressTracker:
             self.progress = {}
             self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             positions = self._consumer.position(
                 [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
             )
             if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
                 break
+            if time.monotonic() >= deadline:
+                if complete:
+                    raise TopicReadError(
+                        f"timed out reading progress topic '{self.topic}' on "
+                        f"'{self.flow.target.alias}' to its end: nothing read for {timeout:g} s"
+                    )
+                break
             # consume() returns early only once it has `num_messages`: ask for what is left
             # (markers make that an over-estimate), or every refresh waits out the timeout.
             left = sum(max(0, ends[tp.partition] - max(tp.offset, 0)) for tp in positions)
-            for msg in self._consumer.consume(max(1, min(10_000, left)), timeout=0.05):
+            batch = self._consumer.consume(max(1, min(10_000, left)), timeout=0.05)
+            if batch and complete:
+                deadline = time.monotonic() + timeout
+            for msg in batch:
                 if msg.error() is not None or msg.value() is None:
                     continue
                 progress = decode_progress(msg, self.topic, self.flow.target.alias)
@@ -183,11 +200,16 @@ def _tail_key(flow: FlowConfig) -> tuple[str, str, str]:
     return (flow.name, progress_topic(flow.source.alias), servers)
 
 
-def tailed_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
+def tailed_flow_progress(
+    flow: FlowConfig, *, complete: bool = False
+) -> dict[PartitionKey, Progress]:
     """`read_flow_progress` for a long-lived process: one `ProgressTracker` per flow and
     target, kept while it is used, so each call reads only what was committed since the last
     (see the module docstring). A transaction still open is left for the next call, as
-    read_committed readers see it. Not for deciding where copying resumes.
+    read_committed readers see it. Not for deciding where copying resumes, unless `complete`:
+    then the call reads to the end it saw, as `read_flow_progress` does (a follower's plans:
+    the whole topic holds up to a segment's worth of commits, where the tail reads what came
+    since the last call).
 
     Every reader of the flow's progress in the process shares it: a follower's reports and
     its checkpoint passes' recreated-topic check read each progress record once."""
@@ -205,7 +227,11 @@ def tailed_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
     with tail.lock:
         tail.used = time.monotonic()
         try:
-            return tail.tracker.refresh()
+            return (
+                tail.tracker.refresh(READ_TIMEOUT_S, complete=True)
+                if complete
+                else tail.tracker.refresh()
+            )
         except Exception:
             # A cluster gone or failing: start afresh next time rather than keep a client
             # retrying it for ever.

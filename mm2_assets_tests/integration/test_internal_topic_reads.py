@@ -190,6 +190,26 @@ def test_lag_measurements_tail_the_progress_topic_and_agree_with_a_whole_read(
     tailed = tailed_flow_progress(flow)
     assert tailed == read_flow_progress(flow) and len(tailed) == 20
     assert tailed[("t0", 0)].next_offset == 99
+    # A follower's plan reads the tail to the end it saw, whatever that takes, and an open
+    # transaction (a copy task's) neither stalls it nor shows in it.
+    writer = Producer({"bootstrap.servers": backup, "transactional.id": unique("progtxn")})
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    open_progress = Progress(flow.name, "t1", 1, 500, 500)
+    writer.produce(
+        topic,
+        key=open_progress.record_key(),
+        value=open_progress.record_value(),
+        partition=progress_partition(flow.name, "t1", 1),
+    )
+    assert writer.flush(30) == 0
+    commit([Progress(flow.name, f"big{i % 100}", i // 100, i, i) for i in range(40_000)])
+    started = time.monotonic()
+    complete = tailed_flow_progress(flow, complete=True)
+    assert time.monotonic() - started < 20
+    assert complete == read_flow_progress(flow)
+    assert complete[("t1", 1)].next_offset == 10
+    writer.abort_transaction(30)
 
 
 def wait_for_topic_gone(admin, topic: str) -> None:
