@@ -3,7 +3,7 @@
 Copy transactions write one `Progress` record per source partition into the flow's progress
 topic on the target (`mm2-assets-progress.<source>.internal`), in the same transaction as the
 records it covers. This module is the one reader of that topic: the planner, the lag
-measurement and the copy task itself all resume from what `read_progress` returns.
+measurement and the copy task itself all read it here (`read_progress`, or a tail below).
 
 Long-lived readers tail it instead of reading it whole each time: a follower's reports
 (`ProgressTracker`), and every lag measurement and checkpoint pass of a process

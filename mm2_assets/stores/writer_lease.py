@@ -53,8 +53,8 @@ class WriterBusy(RuntimeError):
 
 class WriterLeaseLost(RuntimeError):
     """This writer's lease was taken over (or given up): it must not copy. `newer_layout`:
-    the holding is the same, on a newer layout of its copy tasks (`read_slot_layout` tells
-    whether a task takes its part of it up)."""
+    the holding is the same, on a newer layout of its copy tasks (`layout`, when a lease tail
+    saw the task's part, or else `read_slot_layout`, tells whether a task takes it up)."""
 
     def __init__(
         self, message: str, *, newer_layout: bool = False, layout: SlotLayout | None = None
