@@ -362,26 +362,14 @@ class Follower:
         `on_loop` is called on every turn of the loop (at least twice a second), in the
         calling thread: a host's hook, e.g. to keep its signal handlers in place.
         """
-        flow = self.flow
         # A pair that is not enabled only emits heartbeats (MM2 runs the heartbeat connector
         # for every pair): no Spark, no copy tasks.
-        session = SessionStart(self._spark) if flow.enabled else None
+        session = SessionStart(self._spark) if self.flow.enabled else None
         spark: Any = None
         replicates = False
         try:
             if session is not None:
-                self._slots = (
-                    self._slots_override
-                    or known_writer_slots(flow, self._local_slots)
-                    or writer_slots(flow, session.result())
-                )
-                self.lease = WriterLease(flow, slots=self._slots, what=self.what)
-                # One writer per flow: wait (a standby) while another writer holds it; taking
-                # it fences every slot any earlier writer of the flow used.
-                taken = self.lease.acquire(
-                    wait=None, stop=stop, on_wait=self.reporter.waiting, on_poll=on_loop
-                )
-                if not taken:
+                if not self._take_lease(session, stop, on_loop):
                     return
                 spark = self._start_layout(session)
                 replicates = True
@@ -391,33 +379,54 @@ class Follower:
                 # The copy job first: it is what the host's grace period is for.
                 self._stop_job()
             finally:
-                # Given up even when stopping failed: a restarted follower must not wait
-                # for its own predecessor's lease.
-                ended = self._interval.stop() if self._interval is not None else True
-                if self.lease is not None:
-                    self.lease.release()
-                # Not under a checkpoint pass that is still reading (closing a consumer in
-                # use can crash librdkafka): the process ends it.
-                if ended:
-                    if replicates:
-                        close_flow_progress_tail(flow)
-                    for tail in (
-                        self._syncs,
-                        self._checkpoint_tail,
-                        self._sync_tail,
-                        self._checkpoint_clients,
-                    ):
-                        if tail is not None:
-                            tail.close()
-                if self._heartbeat_producer is not None:
-                    self._heartbeat_producer.flush(5)
-                    self._heartbeat_producer = None
+                self._let_go(replicates)
                 # A session still starting (the lease or the plan failed first) is the
                 # host's to stop once it exists (`follow` stops it after this returns).
                 if session is not None:
                     session.wait()
                 with contextlib.suppress(Exception):  # reporting never fails the stop
                     self.reporter.stopped()
+
+    def _take_lease(
+        self, session: SessionStart, stop: threading.Event, on_loop: Callable[[], None] | None
+    ) -> bool:
+        """Wait (a standby) while another writer holds the flow, then take its writer lease,
+        which fences every slot any earlier writer of the flow used. False when `stop` came
+        first."""
+        self._slots = (
+            self._slots_override
+            or known_writer_slots(self.flow, self._local_slots)
+            or writer_slots(self.flow, session.result())
+        )
+        self.lease = WriterLease(self.flow, slots=self._slots, what=self.what)
+        return self.lease.acquire(
+            wait=None, stop=stop, on_wait=self.reporter.waiting, on_poll=on_loop
+        )
+
+    def _let_go(self, replicates: bool) -> None:
+        """Stop the interval work, give the lease up and close the stores' clients, once the
+        copy job has stopped (or failed to)."""
+        # Given up even when stopping failed: a restarted follower must not wait for its own
+        # predecessor's lease.
+        ended = self._interval.stop() if self._interval is not None else True
+        if self.lease is not None:
+            self.lease.release()
+        # Not under a checkpoint pass that is still reading (closing a consumer in use can
+        # crash librdkafka): the process ends it.
+        if ended:
+            if replicates:
+                close_flow_progress_tail(self.flow)
+            for tail in (
+                self._syncs,
+                self._checkpoint_tail,
+                self._sync_tail,
+                self._checkpoint_clients,
+            ):
+                if tail is not None:
+                    tail.close()
+        if self._heartbeat_producer is not None:
+            self._heartbeat_producer.flush(5)
+            self._heartbeat_producer = None
 
     def _follow(
         self,
