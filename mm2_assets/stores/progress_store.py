@@ -120,6 +120,15 @@ class ProgressTracker:
             [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PROGRESS_PARTITIONS)]
         )
         self._admin = flow_admin(flow, "target")
+        self._pause()
+
+    def _partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
+
+    def _pause(self) -> None:
+        # Between refreshes the consumer fetches nothing: assigned and running, it would ask
+        # the broker every `fetch.wait.max.ms` for as long as the follower lives.
+        self._consumer.pause(self._partitions())
 
     def refresh(
         self, timeout: float = 2.0, *, complete: bool = False
@@ -142,18 +151,22 @@ class ProgressTracker:
                 timeout=max(timeout, ENDS_TIMEOUT_S),
             ).items()
         }
-        positions = self._consumer.position(
-            [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
-        )
+        positions = self._consumer.position(self._partitions())
         if any(tp.offset > ends[tp.partition] for tp in positions if tp.offset >= 0):
             # The topic was deleted and recreated: read the new one from its start.
             self.progress = {}
             self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
+        self._consumer.resume(self._partitions())
+        try:
+            self._read_to(ends, timeout, complete)
+        finally:
+            self._pause()
+        return dict(self.progress)
+
+    def _read_to(self, ends: dict[int, int], timeout: float, complete: bool) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            positions = self._consumer.position(
-                [TopicPartition(self.topic, p) for p in range(PROGRESS_PARTITIONS)]
-            )
+            positions = self._consumer.position(self._partitions())
             if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
                 break
             if time.monotonic() >= deadline:
@@ -175,7 +188,6 @@ class ProgressTracker:
                 progress = decode_progress(msg, self.topic, self.flow.target.alias)
                 if progress.flow == self.flow.name:
                     self.progress[(progress.topic, progress.partition)] = progress
-        return dict(self.progress)
 
     def close(self) -> None:
         """Release the consumer."""

@@ -82,19 +82,14 @@ def read_to_end(
             return
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         positions: dict[int, int] = {}
-        deadline = time.monotonic() + timeout
+        stall = _Stall(timeout, lambda: f"topic '{topic}' partitions {sorted(ends)} to their end")
         while ends:
-            if time.monotonic() > deadline:
-                raise TopicReadError(
-                    f"timed out reading topic '{topic}' partitions {sorted(ends)} to their end: "
-                    f"nothing read for {timeout:g} s"
-                )
+            stall.check()
             # consume() returns early only once it has `num_messages`: ask for at most what
             # is left (markers make that an over-estimate) and keep the wait short.
             left = sum(end - positions.get(p, 0) for p, end in ends.items())
             batch = consumer.consume(max(1, min(10_000, left)), timeout=0.05)
-            if batch:  # a bound on a stalled read, not on a long one (see PartitionReader.read)
-                deadline = time.monotonic() + timeout
+            stall.received(batch)
             for msg in batch:
                 error = msg.error()
                 if error is not None:
@@ -209,6 +204,38 @@ STALL_CHECK_S = 1.0
 deleted since the reader last asked fails at once instead of after the read's timeout."""
 
 
+class _Stall:
+    """A read's bound on a stall, not on its length: the timeout counts from the last batch
+    received (5,000,000 offset syncs take longer than a minute to read on a busy machine, and
+    each read keeps going)."""
+
+    def __init__(self, timeout: float, what: Callable[[], str]) -> None:
+        self.timeout = timeout
+        self._what = what
+        self._heard = time.monotonic()
+        self._leader_check = True
+
+    def received(self, batch: list[Message]) -> None:
+        """Note a `consume()` result: a non-empty one moves the deadline on."""
+        if batch:
+            self._heard = time.monotonic()
+            self._leader_check = False
+
+    def check(self) -> None:
+        """TopicReadError naming the read when nothing came for the timeout."""
+        if time.monotonic() - self._heard > self.timeout:
+            raise TopicReadError(
+                f"timed out reading {self._what()}: nothing read for {self.timeout:g} s"
+            )
+
+    def leader_check_due(self) -> bool:
+        """True once, when nothing at all has come for `STALL_CHECK_S` since the read began."""
+        due = self._leader_check and time.monotonic() - self._heard > STALL_CHECK_S
+        if due:
+            self._leader_check = False
+        return due
+
+
 def _ask(end: int | None, next_offset: int, expect: int | None, taken: int) -> int:
     """How many records a read asks `consume()` for. It returns early only once it has that
     many: ask for what the caller expects or what is left (markers make that an
@@ -263,24 +290,14 @@ class PartitionReader:
             return
         self._leader_known(topic, partition, where, timeout)
         self.consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout
-        stall_check: float | None = time.monotonic() + STALL_CHECK_S
+        stall = _Stall(timeout, lambda: f"{where} from offset {start}")
         next_offset, taken, resets = start, 0, 0
         while True:
-            now = time.monotonic()
-            if now > deadline:
-                raise TopicReadError(
-                    f"timed out reading {where} from offset {start}: nothing read for {timeout:g} s"
-                )
-            if stall_check is not None and now > stall_check:
-                stall_check = None
+            stall.check()
+            if stall.leader_check_due():
                 self._leader_known(topic, partition, where, timeout, fresh=True)
             batch = self.consumer.consume(_ask(end, next_offset, expect, taken), timeout=0.01)
-            if batch:
-                # A bound on a stalled read, not on a long one: 5,000,000 offset syncs take
-                # longer than a minute to read on a busy machine, and each read keeps going.
-                deadline = time.monotonic() + timeout
-                stall_check = None
+            stall.received(batch)
             for msg in batch:
                 if msg.topic() != topic or msg.partition() != partition:
                     continue  # left over from an earlier assignment
@@ -459,6 +476,7 @@ class PartitionTail:
         """Records read over the tail's life (what its reads cost)."""
         self._reader = PartitionReader(consumer_config, group_id=group_id)
         self._next = 0
+        self._reads = 0
 
     def read(self, timeout: float = READ_TIMEOUT_S) -> tuple[bool, Iterator[Message]]:
         """(restarted, the records committed since the last read, up to the end now).
@@ -479,12 +497,21 @@ class PartitionTail:
         return restarted, self._records(end, timeout)
 
     def _records(self, end: int, timeout: float) -> Iterator[Message]:
-        for msg in self._reader.read(
-            self.topic, self.partition, self._next, timeout=timeout, end=end
-        ):
-            self._next = msg.offset() + 1
-            self.records_read += 1
-            yield msg
+        self._reads += 1
+        this_read = self._reads
+        try:
+            for msg in self._reader.read(
+                self.topic, self.partition, self._next, timeout=timeout, end=end
+            ):
+                self._next = msg.offset() + 1
+                self.records_read += 1
+                yield msg
+        finally:
+            # Between reads the consumer fetches nothing: left assigned, it would ask the
+            # broker every `fetch.wait.max.ms` (10 ms) for as long as the tail lives,
+            # measured at a tenth of a broker's core each. Not after a later read began.
+            if self._reads == this_read:
+                self._reader.idle()
 
     def close(self) -> None:
         """Release the consumer."""

@@ -110,25 +110,31 @@ def _latest_values(
     if high <= low:
         return latest
     consumer.assign([TopicPartition(topic, 0, low)])
-    deadline = time.monotonic() + timeout
-    while True:
-        # consume() waits out its whole timeout unless it gets as many records as asked: keep
-        # it short (a few hundred records, markers included, is all the partition holds).
-        batch = consumer.consume(1000, timeout=0.005)
-        for msg in batch:
-            if msg.error() is not None:
-                raise TopicReadError(f"reading '{topic}': {KafkaException(msg.error())}")
-            key, value = msg.key(), msg.value()
-            if key in wanted and value is not None:
-                latest[key] = value
-            if msg.offset() + 1 >= high:
-                return latest
-        if not batch:
-            (position,) = consumer.position([TopicPartition(topic, 0)])
-            if position.offset >= high:
-                return latest
-        if time.monotonic() > deadline:
-            raise TopicReadError(f"timed out reading the writer lease of {flow} in '{topic}'")
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            # consume() waits out its whole timeout unless it gets as many records as asked:
+            # keep it short (a few hundred records, markers included, is all it holds).
+            batch = consumer.consume(1000, timeout=0.005)
+            for msg in batch:
+                if msg.error() is not None:
+                    raise TopicReadError(f"reading '{topic}': {KafkaException(msg.error())}")
+                key, value = msg.key(), msg.value()
+                if key in wanted and value is not None:
+                    latest[key] = value
+                if msg.offset() + 1 >= high:
+                    return latest
+            if not batch:
+                (position,) = consumer.position([TopicPartition(topic, 0)])
+                if position.offset >= high:
+                    return latest
+            if time.monotonic() > deadline:
+                raise TopicReadError(f"timed out reading the writer lease of {flow} in '{topic}'")
+    finally:
+        # A lease's consumer lives as long as the lease: assigned, it would ask the broker
+        # for more every 10 ms until the next read.
+        with contextlib.suppress(KafkaException):
+            consumer.unassign()
 
 
 def read_slot_layout(
