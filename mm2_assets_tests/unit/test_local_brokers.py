@@ -25,6 +25,16 @@ def test_no_extra_options_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "-Xmx512m" in command
 
 
+def test_a_collector_in_the_extra_options_replaces_g1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM refuses to start with two collectors selected."""
+    monkeypatch.setenv(KAFKA_JVM_OPTIONS_ENV, "-XX:+UseSerialGC")
+    command = broker_command(Path("/tmp/server.properties"), heap="512m")
+    assert [part for part in command if part.endswith("GC")] == ["-XX:+UseSerialGC"]
+    assert "-XX:MaxGCPauseMillis=20" not in command
+    monkeypatch.delenv(KAFKA_JVM_OPTIONS_ENV)
+    assert "-XX:+UseG1GC" in broker_command(Path("/tmp/server.properties"), heap="512m")
+
+
 def test_free_ports_are_outside_the_range_outgoing_connections_take() -> None:
     """A port a service binds a minute after it was picked must not be one the kernel may give
     an outgoing connection meanwhile (a demo's webserver failed to bind so)."""
