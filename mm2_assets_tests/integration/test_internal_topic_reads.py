@@ -25,8 +25,20 @@ from mm2_assets.stores.offset_syncs import (
     offset_syncs_location,
 )
 from mm2_assets.stores.progress_store import read_flow_progress, tailed_flow_progress
-from mm2_assets.stores.topic_reader import PartitionReader, TopicMissingError, read_decoded
-from mm2_assets_tests.kafka_helpers import Rec, create_filled_topic, create_topic, recent_ms, unique
+from mm2_assets.stores.topic_reader import (
+    PartitionReader,
+    PartitionTail,
+    TopicMissingError,
+    read_decoded,
+)
+from mm2_assets_tests.kafka_helpers import (
+    Rec,
+    create_filled_topic,
+    create_topic,
+    produce,
+    recent_ms,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -329,3 +341,26 @@ def test_a_partition_reader_reads_many_spans_at_once_and_leaves_out_what_it_cann
     finally:
         producer.abort_transaction()
         reader.close()
+
+
+def test_a_tail_holds_no_partition_between_reads(primary: str) -> None:
+    """A long-lived tail (the follower's offset-sync, checkpoint and group-sync stores) leaves
+    its consumer unassigned between reads: an assigned librdkafka consumer fetches in the
+    background for as long as it lives (every 10 ms for these readers). Also after a read the
+    caller abandoned halfway, and an abandoned read does not end a later one."""
+    topic, ts0 = unique("tail-idle"), recent_ms(60)
+    create_filled_topic(primary, topic, [Rec(0, None, b"%d" % i, (), ts0 + i) for i in range(50)])
+    tail = PartitionTail({"bootstrap.servers": primary}, topic, 0, group_id=unique("tail"))
+    try:
+        _, records = tail.read()
+        assert [m.value() for m in records] == [b"%d" % i for i in range(50)]
+        assert tail._reader.consumer.assignment() == []
+        produce(primary, topic, [Rec(0, None, b"%d" % i, (), ts0 + i) for i in range(50, 60)])
+        _, abandoned = tail.read()
+        assert next(abandoned).value() == b"50"
+        _, later = tail.read()
+        del abandoned  # finalized while the later read is under way
+        assert [m.value() for m in later] == [b"%d" % i for i in range(51, 60)]
+        assert tail._reader.consumer.assignment() == []
+    finally:
+        tail.close()
