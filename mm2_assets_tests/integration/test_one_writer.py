@@ -231,6 +231,9 @@ def test_a_following_task_ends_by_itself_once_its_layout_is_replaced(
 
     with WriterLease(flow, slots=1, what="test follower") as lease:
         assert lease.acquire(wait=10.0)
+        # Between its reads the lease's consumer holds no partition (assigned, it would ask
+        # the broker for more every 10 ms for as long as the lease lives).
+        assert lease._consumer.assignment() == []
         with Writing(primary, topic):
             plan = plan_replication(flow, [topic], follow=True)
             old = follow(assign_tasks(flow, plan, 1, lease.token)[0])
