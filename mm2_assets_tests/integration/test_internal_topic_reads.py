@@ -347,7 +347,8 @@ def test_a_tail_holds_no_partition_between_reads(primary: str) -> None:
     """A long-lived tail (the follower's offset-sync, checkpoint and group-sync stores) leaves
     its consumer unassigned between reads: an assigned librdkafka consumer fetches in the
     background for as long as it lives (every 10 ms for these readers). Also after a read the
-    caller abandoned halfway, and an abandoned read does not end a later one."""
+    caller abandoned halfway; and an abandoned read, finalized while a later read is under
+    way (2,000 records: several fetches), does not unassign that later read."""
     topic, ts0 = unique("tail-idle"), recent_ms(60)
     create_filled_topic(primary, topic, [Rec(0, None, b"%d" % i, (), ts0 + i) for i in range(50)])
     tail = PartitionTail({"bootstrap.servers": primary}, topic, 0, group_id=unique("tail"))
@@ -355,12 +356,13 @@ def test_a_tail_holds_no_partition_between_reads(primary: str) -> None:
         _, records = tail.read()
         assert [m.value() for m in records] == [b"%d" % i for i in range(50)]
         assert tail._reader.consumer.assignment() == []
-        produce(primary, topic, [Rec(0, None, b"%d" % i, (), ts0 + i) for i in range(50, 60)])
+        produce(primary, topic, [Rec(0, None, b"%d" % i, (), ts0 + i) for i in range(50, 2050)])
         _, abandoned = tail.read()
         assert next(abandoned).value() == b"50"
         _, later = tail.read()
-        del abandoned  # finalized while the later read is under way
-        assert [m.value() for m in later] == [b"%d" % i for i in range(51, 60)]
+        assert next(later).value() == b"51"
+        del abandoned  # finalized now, in the middle of the later read
+        assert [m.value() for m in later] == [b"%d" % i for i in range(52, 2050)]
         assert tail._reader.consumer.assignment() == []
     finally:
         tail.close()
