@@ -21,38 +21,43 @@ from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 # wins.
 os.environ.setdefault(KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
-# Modules that take longest, first: a worker that starts one late would finish last. (Measured
-# with `--durations=0` on a CI run, summed per module; the rest keep their order.)
-SLOW_FIRST = (
-    "test_one_writer",
-    "test_follower",
-    "test_broker_faults",
-    "test_dagster_postgres",
-    "test_alerts_under_faults",
-    "test_spark_cluster",
-    "test_ui_browser",
-    "test_crash_trials",
-    "test_mm2_cutover",
-    "test_replicated_topics",
-    "test_source_hazards",
-    "test_secured_clusters",
-    "test_spark_connect",
-    "test_sensors",
-    "test_checkpoints",
-    "test_exact_failover",
-    "test_scripts",
-)
+# Seconds each slow module took (its tests' setup, call and teardown summed from the junit report
+# of a full 3-worker run, 2026-11-26). `scripts/test.sh` hands the modules to the workers in
+# collection order (`--no-loadscope-reorder`; xdist would otherwise order them by their number
+# of tests and start these few-but-long ones last), and a worker that starts a long module late
+# finishes last, so they go first, longest first. The rest follow in their own order.
+MODULE_SECONDS = {
+    "test_one_writer": 215,
+    "test_broker_faults": 182,
+    "test_follower": 163,
+    "test_ui_browser": 143,
+    "test_alerts_under_faults": 138,
+    "test_spark_cluster": 110,
+    "test_crash_trials": 100,
+    "test_mm2_cutover": 97,
+    "test_dagster_postgres": 94,
+    "test_replicated_topics": 84,
+    "test_source_hazards": 82,
+    "test_secured_clusters": 71,
+    "test_checkpoints": 59,
+    "test_scripts": 53,
+    "test_sensors": 52,
+    "test_spark_connect": 48,
+    "test_exact_failover": 40,
+    "test_component": 37,
+    "test_topic_configs": 20,
+    "test_docs": 13,
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the slow modules first (`--dist loadfile` keeps each module on one worker, with
-    its module fixtures: clusters, servers, a pass's result)."""
+    """Start the slow modules first, longest first (`--dist loadfile` keeps each module on one
+    worker, with its module fixtures: clusters, servers, a pass's result)."""
 
-    def rank(item: pytest.Item) -> int:
-        name = item.module.__name__.rsplit(".", 1)[-1]
-        return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
+    def seconds(item: pytest.Item) -> int:
+        return MODULE_SECONDS.get(item.module.__name__.rsplit(".", 1)[-1], 0)
 
-    items.sort(key=rank)  # stable: a module's own order is kept
+    items.sort(key=seconds, reverse=True)  # stable: a module's own order is kept
 
 
 @pytest.fixture(scope="session")
