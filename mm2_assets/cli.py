@@ -14,6 +14,7 @@ from mm2_assets.deploy.postgres import PostgresError
 from mm2_assets.deploy.postgres import register_cli as register_postgres
 from mm2_assets.kafka.reachability import ClusterAuthenticationError
 from mm2_assets.local import launcher, runtime
+from mm2_assets.local.broker_archive import ensure_broker_archive
 from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError, UsageError
 from mm2_assets.mm2.flow_settings import reference
 from mm2_assets.mm2.settings import replace_reference_block
@@ -87,6 +88,11 @@ def _kafka_status(args: argparse.Namespace) -> int:
 
 def _kafka_fetch(args: argparse.Namespace) -> int:
     print(runtime.ensure_runtime(args.version))
+    return 0
+
+
+def _kafka_archive(args: argparse.Namespace) -> int:
+    print(ensure_broker_archive(force=args.force))
     return 0
 
 
@@ -207,6 +213,12 @@ def _add_kafka_commands(commands: argparse._SubParsersAction) -> None:
     )
     fetch.add_argument("--version", default=runtime.KAFKA_VERSION)
     fetch.set_defaults(func=_kafka_fetch)
+    archive = kafka_commands.add_parser(
+        "archive",
+        help="create the class-data-sharing archive that speeds local broker start-up (once)",
+    )
+    archive.add_argument("--force", action="store_true", help="recreate it even if present")
+    archive.set_defaults(func=_kafka_archive)
 
 
 def _add_kafka_up_arguments(up: argparse.ArgumentParser) -> None:

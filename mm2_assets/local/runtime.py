@@ -6,10 +6,12 @@ that. Brokers, the benchmark's MM2 peer and the storage tool all run from this c
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
@@ -114,3 +116,41 @@ def classpath(version: str = KAFKA_VERSION) -> str:
 def log4j_config() -> Path:
     """The log4j2 configuration the launched JVMs use."""
     return Path(str(resources.files("mm2_assets.local").joinpath("log4j2.yaml")))
+
+
+def java_identity(java: str) -> str:
+    """What a class-data-sharing archive made by `java` depends on: the resolved binary, its
+    size and modification time (a JDK update replaces it)."""
+    real = Path(java).resolve()
+    stat = real.stat()
+    return f"{real}|{stat.st_size}|{stat.st_mtime_ns}"
+
+
+def archive_key(*parts: str) -> str:
+    """A short key naming an archive for `parts` (the JVM's identity and what it loads)."""
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def manages_class_sharing(options: Iterable[str]) -> bool:
+    """Whether JVM `options` already choose or create a class-data-sharing archive: then the
+    user keeps theirs and ours is left out (the JVM takes one)."""
+    return any("SharedArchiveFile" in o or "ArchiveClassesAtExit" in o for o in options)
+
+
+def archive_options(archive: Path | None) -> list[str]:
+    """The JVM options that map `archive` when it exists. `-Xshare:auto`: an archive from
+    another JVM build or classpath is ignored by the JVM, never fatal."""
+    if archive is None or not archive.exists():
+        return []
+    return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+
+
+def broker_archive_path(version: str = KAFKA_VERSION) -> Path | None:
+    """Where the class-data-sharing archive of the Kafka JVMs (brokers and the storage tool)
+    for this `java` and Kafka `version` lives (None without a `java`); made by
+    `broker_archive.ensure_broker_archive`."""
+    java = find_java()
+    if java is None:
+        return None
+    key = archive_key(java_identity(java), version, str(libs_dir(version)))
+    return cache_root() / "kafka-cds" / f"broker-{key}.jsa"

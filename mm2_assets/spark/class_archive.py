@@ -11,7 +11,6 @@ creates it once per machine, in the cache next to the Kafka jars.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -19,7 +18,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mm2_assets.local.runtime import cache_root, find_java
+from mm2_assets.local.runtime import (
+    archive_key,
+    archive_options,
+    cache_root,
+    find_java,
+    java_identity,
+    manages_class_sharing,
+)
 
 # The driver JVM of a local session only schedules tasks (records never pass through it), so
 # the C1 compiler alone serves it well and saves ~1 s of compilation at start-up.
@@ -47,19 +53,12 @@ def archive_path() -> Path | None:
     spec = importlib.util.find_spec("pyspark")
     if java is None or spec is None or spec.origin is None:
         return None
-    real = Path(java).resolve()
-    stat = real.stat()
-    identity = "|".join(
-        (
-            str(real),
-            str(stat.st_size),
-            str(stat.st_mtime_ns),
-            importlib.metadata.version("pyspark"),
-            str(Path(spec.origin).parent),
-            *LOCAL_DRIVER_JAVA_OPTIONS,
-        )
+    key = archive_key(
+        java_identity(java),
+        importlib.metadata.version("pyspark"),
+        str(Path(spec.origin).parent),
+        *LOCAL_DRIVER_JAVA_OPTIONS,
     )
-    key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return cache_root() / "spark-cds" / f"driver-{key}.jsa"
 
 
@@ -67,11 +66,9 @@ def driver_java_options(user_options: str = "") -> str:
     """JVM options for a local driver: ours (C1 only, the archive when it exists), then the
     user's, which win on conflict. A user who manages class data sharing keeps it."""
     options = list(LOCAL_DRIVER_JAVA_OPTIONS)
-    user_cds = "SharedArchiveFile" in user_options or "ArchiveClassesAtExit" in user_options
     # Checked first: the archive's key costs a stat of the JVM and a pyspark lookup.
-    path = None if user_cds else archive_path()
-    if path is not None and path.exists():
-        options += [f"-XX:SharedArchiveFile={path}", "-Xshare:auto"]
+    if not manages_class_sharing([user_options]):
+        options += archive_options(archive_path())
     return " ".join([*options, user_options]).strip()
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mm2_assets.local.launcher import LauncherError, launch_cluster
+from mm2_assets.local.runtime import KAFKA_VERSION, broker_archive_path, java_executable, libs_dir
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
@@ -66,3 +72,41 @@ def test_storage_formats_with_a_cluster_id_starting_with_a_dash(monkeypatch, tmp
     launcher._format_storage(tmp_path, props)
     meta = (tmp_path / "data" / "meta.properties").read_text()
     assert "cluster.id=-MkU3OEVBNTcwNTJENDM2Qk" in meta
+
+
+def test_brokers_start_from_the_class_archive_setup_made(kafka_clusters) -> None:
+    """`scripts/setup.sh` made the archive (`mm2-assets kafka archive`): the suite's brokers
+    run with it."""
+    archive = broker_archive_path()
+    assert archive is not None and archive.exists()
+    broker = Path(f"/proc/{kafka_clusters['primary'].pid}/cmdline").read_bytes().split(b"\0")
+    assert f"-XX:SharedArchiveFile={archive}".encode() in broker
+
+
+def test_kafka_archive_command_makes_an_archive_the_kafka_jvm_maps(tmp_path: Path) -> None:
+    """In a cache of its own (the jars linked in), the command writes the archive, and a Kafka
+    JVM that requires class data sharing (`-Xshare:on`: it fails rather than start without)
+    maps it with that cache's classpath."""
+    (tmp_path / f"kafka-{KAFKA_VERSION}").symlink_to(libs_dir().parent)
+    env = {**os.environ, "MM2_ASSETS_CACHE": str(tmp_path)}
+    mm2_assets = Path(sys.executable).parent / "mm2-assets"
+    made = subprocess.run(
+        [str(mm2_assets), "kafka", "archive"], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    archive = Path(made.stdout.strip())
+    assert archive.parent == tmp_path / "kafka-cds" and archive.stat().st_size > 0
+    java = [java_executable(), f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-cp"]
+    shared = subprocess.run(
+        [
+            *java,
+            str(tmp_path / f"kafka-{KAFKA_VERSION}" / "libs" / "*"),
+            "kafka.Kafka",
+            "--version",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shared.returncode == 0, shared.stdout + shared.stderr
+    assert KAFKA_VERSION in shared.stdout

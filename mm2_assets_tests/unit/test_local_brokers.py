@@ -1,4 +1,5 @@
-"""The local brokers' JVM command line: extra options from the environment, for tests."""
+"""The local brokers' JVM command line: extra options from the environment, for tests, and the
+class-data-sharing archive when `mm2-assets kafka archive` made one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, broker_command
+from mm2_assets.local.runtime import broker_archive_path
 
 
 def test_extra_jvm_options_come_before_the_main_class(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,6 +35,50 @@ def test_a_collector_in_the_extra_options_replaces_g1(monkeypatch: pytest.Monkey
     assert "-XX:MaxGCPauseMillis=20" not in command
     monkeypatch.delenv(KAFKA_JVM_OPTIONS_ENV)
     assert "-XX:+UseG1GC" in broker_command(Path("/tmp/server.properties"), heap="512m")
+
+
+@pytest.fixture
+def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty cache of our own, where the archive is looked for (the jars are not fetched
+    into it: the classpath is the real one's)."""
+    from mm2_assets.local import launcher, runtime
+
+    monkeypatch.setattr(launcher, "classpath", lambda: str(runtime.libs_dir() / "*"))
+    monkeypatch.setenv("MM2_ASSETS_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def _archive_flags(command: list[str]) -> list[str]:
+    return [part for part in command if "SharedArchiveFile" in part or part.startswith("-Xshare")]
+
+
+def test_the_archive_is_used_once_it_exists(
+    monkeypatch: pytest.MonkeyPatch, own_cache: Path
+) -> None:
+    monkeypatch.setenv(KAFKA_JVM_OPTIONS_ENV, "-XX:+UseSerialGC")
+    props = Path("/tmp/server.properties")
+    assert _archive_flags(broker_command(props, heap="512m")) == []
+    archive = broker_archive_path()
+    assert archive is not None and archive.is_relative_to(own_cache)
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")
+    command = broker_command(props, heap="512m")
+    # -Xshare:auto: an archive of another JVM build is ignored by the JVM, not fatal.
+    assert _archive_flags(command) == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    assert command.index("-Xshare:auto") < command.index("kafka.Kafka")
+
+
+def test_the_users_own_archive_wins(monkeypatch: pytest.MonkeyPatch, own_cache: Path) -> None:
+    """The JVM maps one archive: one the user names or creates replaces ours."""
+    archive = broker_archive_path()
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")
+    for mine in ("-XX:SharedArchiveFile=/tmp/mine.jsa", "-XX:ArchiveClassesAtExit=/tmp/new.jsa"):
+        monkeypatch.setenv(KAFKA_JVM_OPTIONS_ENV, mine)
+        assert _archive_flags(broker_command(Path("/tmp/server.properties"), heap="1g")) == (
+            [mine] if "Shared" in mine else []
+        )
 
 
 def test_free_ports_are_outside_the_range_outgoing_connections_take() -> None:
