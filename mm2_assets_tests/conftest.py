@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, LocalCluster, running_clusters
+from mm2_assets.local.launcher import (
+    KAFKA_BROKER_PROPERTIES_ENV,
+    KAFKA_JVM_OPTIONS_ENV,
+    LocalCluster,
+    running_clusters,
+)
 from mm2_assets.stores.progress_store import close_progress_tails
 from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 
@@ -20,6 +25,10 @@ from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 # cluster starts; subprocesses (scripts, the demo) inherit it. An explicit value (even empty)
 # wins.
 os.environ.setdefault(KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# And fewer of the threads that only wait for work (KAFKA_BROKER_PROPERTIES_ENV says how much).
+os.environ.setdefault(
+    KAFKA_BROKER_PROPERTIES_ENV, "num.io.threads=2 num.network.threads=1 background.threads=2"
+)
 
 # Seconds each slow module took (its tests' setup, call and teardown summed from the junit report
 # of a full 3-worker run, 2026-11-26). `scripts/test.sh` hands the modules to the workers in

@@ -117,11 +117,33 @@ def broker_properties(
         # rate took about a third off two idle test brokers' CPU (3.3-3.7 -> 2.2-2.3 s a minute).
         "metadata.max.idle.interval.ms": "5000",
     }
+    settings.update(extra_broker_properties())
     if security is not None:
         settings.update(
             listener_properties(security, port, controller_port, tls_port, node_dir / "tls")
         )
     return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+KAFKA_BROKER_PROPERTIES_ENV = "MM2_ASSETS_KAFKA_BROKER_PROPERTIES"
+"""Extra server.properties settings for the local brokers, `key=value` pairs separated by
+spaces; they win over ours, except the listeners of a secured cluster. The test suite sets fewer
+request, network and background threads than Kafka's defaults (8, 3 and 10), which serve
+nothing on a test broker but wake up all the time: an idle pair then uses 1.7-1.8 s of CPU a
+minute instead of 2.1-2.4 s. Benchmarks leave it unset."""
+
+
+def extra_broker_properties() -> dict[str, str]:
+    """The settings of `KAFKA_BROKER_PROPERTIES_ENV` (none when unset)."""
+    settings = {}
+    for pair in shlex.split(os.environ.get(KAFKA_BROKER_PROPERTIES_ENV, "")):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise LauncherError(
+                f"{KAFKA_BROKER_PROPERTIES_ENV}: '{pair}' is not a key=value setting"
+            )
+        settings[key] = value
+    return settings
 
 
 def port_is_free(port: int) -> bool:

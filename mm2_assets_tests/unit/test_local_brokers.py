@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, broker_command
+from mm2_assets.local.launcher import (
+    KAFKA_BROKER_PROPERTIES_ENV,
+    KAFKA_JVM_OPTIONS_ENV,
+    LauncherError,
+    broker_command,
+    broker_properties,
+)
 from mm2_assets.local.runtime import broker_archive_path
 
 
@@ -91,3 +97,21 @@ def test_free_ports_are_outside_the_range_outgoing_connections_take() -> None:
     assert len(set(ports)) == 8
     assert all(20000 <= p < _ephemeral_ports_from() for p in ports), ports
     assert all(port_is_free(p) for p in ports)
+
+
+def test_extra_broker_properties_win_over_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KAFKA_BROKER_PROPERTIES_ENV, "num.io.threads=2  num.partitions=3")
+    lines = broker_properties(Path("/tmp/node"), 19092, 19093).splitlines()
+    assert "num.io.threads=2" in lines
+    assert [line for line in lines if line.startswith("num.partitions=")] == ["num.partitions=3"]
+    monkeypatch.delenv(KAFKA_BROKER_PROPERTIES_ENV)
+    assert not any(
+        line.startswith("num.io.threads")
+        for line in broker_properties(Path("/tmp/node"), 19092, 19093).splitlines()
+    )
+
+
+def test_a_setting_without_a_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KAFKA_BROKER_PROPERTIES_ENV, "num.io.threads=2 oops")
+    with pytest.raises(LauncherError, match=f"{KAFKA_BROKER_PROPERTIES_ENV}: 'oops'"):
+        broker_properties(Path("/tmp/node"), 19092, 19093)
