@@ -12,12 +12,10 @@ runtime (`runtime.broker_archive_path`).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, LauncherError
-from mm2_assets.local.runtime import broker_archive_path
+from mm2_assets.local.runtime import broker_archive_path, create_class_archive
 
 # One broker that serves what a replication does (a topic, a transaction, a group's commit),
 # so the classes of those paths are in the archive; it dumps the archive as it stops.
@@ -58,30 +56,17 @@ with tempfile.TemporaryDirectory() as tmp, running_clusters(["archive"], Path(tm
 def ensure_broker_archive(*, force: bool = False, timeout: float = 180) -> Path:
     """Create the archive (a child process starts and stops one broker that writes it as it
     exits); return its path. An existing archive is kept unless `force`."""
-    path = broker_archive_path()
-    if path is None:
-        raise LauncherError("no 'java' found (set JAVA_HOME or put java on PATH)")
-    if path.exists() and not force:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Concurrent creators each write their own file; the last rename wins, both are valid.
-    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
-    options = f"{os.environ.get(KAFKA_JVM_OPTIONS_ENV, '')} -XX:ArchiveClassesAtExit={partial}"
-    env = {**os.environ, KAFKA_JVM_OPTIONS_ENV: options.strip()}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _DUMP_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if done.returncode != 0 or not partial.exists():
-            raise LauncherError(
-                f"creating the Kafka class archive {path} failed "
-                f"(exit {done.returncode}): {done.stderr[-2000:]}"
-            )
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
+
+    def env(partial: Path) -> dict[str, str]:
+        options = f"{os.environ.get(KAFKA_JVM_OPTIONS_ENV, '')} -XX:ArchiveClassesAtExit={partial}"
+        return {**os.environ, KAFKA_JVM_OPTIONS_ENV: options.strip()}
+
+    return create_class_archive(
+        broker_archive_path(),
+        _DUMP_SCRIPT,
+        kind="Kafka",
+        error=LauncherError,
+        env=env,
+        force=force,
+        timeout=timeout,
+    )

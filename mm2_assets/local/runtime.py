@@ -10,8 +10,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
 
@@ -154,3 +155,43 @@ def broker_archive_path(version: str = KAFKA_VERSION) -> Path | None:
         return None
     key = archive_key(java_identity(java), version, str(libs_dir(version)))
     return cache_root() / "kafka-cds" / f"broker-{key}.jsa"
+
+
+def create_class_archive(
+    path: Path | None,
+    dump_script: str,
+    *,
+    kind: str,
+    error: type[Exception],
+    env: Callable[[Path], dict[str, str]],
+    force: bool,
+    timeout: float,
+) -> Path:
+    """Create the class archive `path` (kept unless `force`) and return it: `dump_script` runs
+    in a child Python with the file to write as its argument and `env(file)` as its
+    environment, and starts the JVM that writes it as it exits. Failures raise `error`
+    naming the `kind` of archive, with the child's last output."""
+    if path is None:
+        raise error("no 'java' found (set JAVA_HOME or put java on PATH)")
+    if path.exists() and not force:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Concurrent creators each write their own file; the last rename wins, both are valid.
+    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", dump_script, str(partial)],
+            env=env(partial),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0 or not partial.exists():
+            raise error(
+                f"creating the {kind} class archive {path} failed "
+                f"(exit {done.returncode}): {done.stderr[-2000:]}"
+            )
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path

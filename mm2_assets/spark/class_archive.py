@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from mm2_assets.local.runtime import (
     archive_key,
     archive_options,
     cache_root,
+    create_class_archive,
     find_java,
     java_identity,
     manages_class_sharing,
@@ -74,29 +74,12 @@ def driver_java_options(user_options: str = "") -> str:
 
 def ensure_class_archive(*, force: bool = False, timeout: float = 300) -> Path:
     """Create the archive (in a child process: the JVM writes it as it exits); return it."""
-    path = archive_path()
-    if path is None:
-        raise ClassArchiveError("no 'java' found (set JAVA_HOME or put java on PATH)")
-    if path.exists() and not force:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Concurrent creators each write their own file; the last rename wins, both are valid.
-    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _DUMP_SCRIPT, str(partial)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if done.returncode != 0 or not partial.exists():
-            raise ClassArchiveError(
-                f"creating the Spark class archive {path} failed "
-                f"(exit {done.returncode}): {done.stderr[-2000:]}"
-            )
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
+    return create_class_archive(
+        archive_path(),
+        _DUMP_SCRIPT,
+        kind="Spark",
+        error=ClassArchiveError,
+        env=lambda _: {**os.environ, "PYSPARK_PYTHON": sys.executable},
+        force=force,
+        timeout=timeout,
+    )
