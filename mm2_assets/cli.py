@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -152,13 +151,13 @@ def _config_reference(args: argparse.Namespace) -> int:
 
 
 def _replicate(args: argparse.Namespace) -> int:
-    from mm2_assets.replicate_once import replicate
+    from mm2_assets.replicate_once import PassRunFailed, replicate
 
     try:
         replicate(_config_path(args))
-    except subprocess.CalledProcessError as exc:
-        # Dagster has printed the run's own error above; a traceback of ours adds nothing.
-        print(f"mm2-assets: a replication run failed (exit code {exc.returncode})", file=sys.stderr)
+    except PassRunFailed as exc:
+        # Dagster has logged the run's own error above; a traceback of ours adds nothing.
+        print(f"mm2-assets: a replication run failed: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,21 +1,24 @@
-"""`mm2-assets replicate`: one replication pass of every flow through the Dagster CLI.
+"""`mm2-assets replicate`: one replication pass of every flow, as Dagster runs.
 
 It does by hand what the sensors do under `dagster dev`: register the topics each flow selects
 as dynamic partitions in the Dagster instance (`$DAGSTER_HOME`), then materialize the flow's
-assets with `dagster asset materialize`: one run for all topics (replicated_topics and
+assets as `dagster asset materialize` would: one run for all topics (replicated_topics and
 topic_configs), one for checkpoints, synced group offsets and heartbeats. The runs are
-ordinary Dagster runs, visible in the UI afterwards.
+ordinary runs of the code location's asset job (`__ASSET_JOB`) in that instance, visible in
+the UI afterwards. They execute in this process, one after the other: the definitions load
+once and the runs share one Spark session, where a CLI process per run paid both each time.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 
+from mm2_assets.code_location import build_definitions
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.dagster_compat import (
     PLANNED_EVENTS_ENV,
@@ -29,8 +32,9 @@ from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.kafka.topic_listing import list_replicated_set
-from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
+from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.errors import UsageError
+from mm2_assets.spark.driver_jvm import end_driver_jvm
 
 
 def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]:
@@ -44,22 +48,63 @@ def register_topics(flow: FlowConfig, instance: dg.DagsterInstance) -> list[str]
     return list(instance.get_dynamic_partitions(name))
 
 
-def _materialize(config_path: Path, selection: str, extra: list[str]) -> None:
-    dagster = Path(sys.executable).parent / "dagster"
-    command = [
-        str(dagster),
-        "asset",
-        "materialize",
-        "-m",
-        "mm2_assets.definitions",
-        "--select",
-        selection,
-        *extra,
-    ]
-    print("$", " ".join(command[1:]), flush=True)
-    # One planned event per run, not one per partition key (see PLANNED_EVENTS_ENV).
-    env = {PLANNED_EVENTS_ENV: "true", **os.environ, CONFIG_ENV: str(config_path)}
-    subprocess.run(command, env=env, check=True)
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+"""The tags of a single run over a range of partitions, as `--partition-range` sets them."""
+
+
+class PassRunFailed(Exception):
+    """A run of the pass failed or was interrupted; Dagster has logged why."""
+
+    def __init__(self, flow: str, run_id: str) -> None:
+        super().__init__(f"flow {flow}: run {run_id} failed (its events say why)")
+        self.run_id = run_id
+
+
+@contextmanager
+def _planned_events_per_run() -> Iterator[None]:
+    # One planned event per run, not one per partition key (see PLANNED_EVENTS_ENV); an
+    # operator's own setting stands.
+    before = os.environ.get(PLANNED_EVENTS_ENV)
+    os.environ.setdefault(PLANNED_EVENTS_ENV, "true")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PLANNED_EVENTS_ENV, None)
+
+
+def _materialize(
+    job: dg.JobDefinition,
+    instance: dg.DagsterInstance,
+    flow: FlowConfig,
+    names: list[str],
+    tags: dict[str, str],
+) -> None:
+    """One run of `flow`'s assets `names` in `instance`; PassRunFailed when it fails.
+
+    Dagster turns SIGINT and SIGTERM into an interrupt of the run while it executes: the copy
+    aborts its transaction and the run ends failed, so the flow's pool slot is given back.
+    """
+    keys = [dg.AssetKey([flow.key, name]) for name in names]
+    span = f" over {tags[RANGE_START]}...{tags[RANGE_END]}" if tags else ""
+    print(f"flow {flow.name}: materializing {', '.join(names)}{span}", flush=True)
+    result = job.execute_in_process(
+        instance=instance, asset_selection=keys, tags=tags, raise_on_error=False
+    )
+    if not result.success:
+        raise PassRunFailed(flow.name, result.run_id)
+
+
+@contextmanager
+def _local_spark_stopped() -> Iterator[None]:
+    """On the way out, however the runs ended, end the local Spark driver JVM they started (and
+    its Python workers with it): the command exits only after everything it started. A Spark
+    Connect session is the server's, shared with other processes: left open."""
+    try:
+        yield
+    finally:
+        end_driver_jvm()
 
 
 def dagster_home() -> Path:
@@ -110,16 +155,20 @@ def replicate(config_path: Path) -> None:
     instance = dg.DagsterInstance.get()
     for flow in config.flows:
         check_pool_free(flow, instance)
-    for flow in config.flows:
-        topics = register_topics(flow, instance)
-        if topics:
+    # The code location's asset job, as `dagster asset materialize -m mm2_assets.definitions`
+    # builds it from this file.
+    job = build_definitions(config).resolve_implicit_global_asset_job_def()
+    with _planned_events_per_run(), _local_spark_stopped():
+        for flow in config.flows:
+            topics = register_topics(flow, instance)
+            if topics:
+                _materialize(
+                    job,
+                    instance,
+                    flow,
+                    ["replicated_topics", "topic_configs"],
+                    {RANGE_START: topics[0], RANGE_END: topics[-1]},
+                )
             _materialize(
-                config_path,
-                f"{flow.key}/replicated_topics,{flow.key}/topic_configs",
-                ["--partition-range", f"{topics[0]}...{topics[-1]}"],
+                job, instance, flow, ["checkpoints", "synced_group_offsets", "heartbeats"], {}
             )
-        _materialize(
-            config_path,
-            f"{flow.key}/checkpoints,{flow.key}/synced_group_offsets,{flow.key}/heartbeats",
-            [],
-        )

@@ -21,8 +21,21 @@ def stop_session(session: Any, timeout: float = 15.0) -> None:
         session.stop()
     if is_spark_connect(session):
         return
+    end_driver_jvm(timeout)
+
+
+def end_driver_jvm(timeout: float = 15.0) -> None:
+    """End the driver JVM PySpark launched in this process, if any, and wait (at most
+    `timeout` s, then kill it) until it has exited; its SparkContext is stopped first.
+
+    Needs no working session: an interrupted call can leave the gateway's replies out of step.
+    """
     from pyspark import SparkContext
 
+    context = SparkContext._active_spark_context
+    if context is not None:
+        with contextlib.suppress(Exception):
+            context.stop()
     gateway = SparkContext._gateway
     proc: subprocess.Popen | None = getattr(gateway, "proc", None)
     if gateway is None or proc is None:

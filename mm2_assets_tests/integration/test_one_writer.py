@@ -21,7 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
@@ -35,6 +35,7 @@ from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.dagster_dev import DagsterDev
 from mm2_assets_tests.integration.test_follower import (
     follower_config,
+    group_alive,
     open_transactions,
     start_follow,
     stop_group,
@@ -563,3 +564,75 @@ def test_a_pass_launched_from_the_ui_beside_a_follower_run_without_pools(
     finally:
         left = server.stop()
     assert left == {}, left
+
+
+def fill(bootstrap: str, topic: str, count: int) -> None:
+    """Produce `count` numbered records over the `PARTITIONS` partitions of `topic`, acked."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 500_000}
+    )
+    for n in range(count):
+        value = f"{n % PARTITIONS}:{n // PARTITIONS}".encode()
+        producer.produce(topic, value=value, partition=n % PARTITIONS)
+        if n % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def test_a_pass_stopped_with_sigterm_mid_copy_ends_its_run_and_the_next_pass_copies_once(
+    primary, backup, write_mm2_config, tmp_path
+) -> None:
+    """SIGTERM to `mm2-assets replicate` while it copies, as a service manager stops it: it
+    and everything it started exit within 30 s, its run is recorded failed (the flow's pool
+    is free again), and the next pass copies every record exactly once."""
+    topic, config, _ = one_topic_flow(
+        primary, write_mm2_config, "one-writer-term", "mm2assets.writer.wait.seconds = 60\n"
+    )
+    fill(primary, topic, 400_000)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    argv, env = replicate_command(config, home)
+    lines: list[str] = []
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        reader = read_output(proc, lines)
+        watermarks = Consumer({"bootstrap.servers": backup, "group.id": unique("hw")})
+        remote = [TopicPartition(f"primary.{topic}", p) for p in range(PARTITIONS)]
+
+        def copying() -> bool:
+            try:
+                return any(watermarks.get_watermark_offsets(tp, 2)[1] > 0 for tp in remote)
+            except KafkaException:  # the remote topic does not exist yet
+                return False
+
+        try:
+            wait_for("the pass to copy", copying, 120, state=lambda: lines[-5:])
+        finally:
+            watermarks.close()
+        assert proc.poll() is None, "the pass ended before it was stopped: fill more records"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        reader.join(10)
+        output = "".join(lines)
+        assert proc.returncode == 1, output[-3000:]
+        assert "a replication run failed" in output, output[-3000:]
+        wait_for("everything the pass started to exit", lambda: not group_alive(proc.pid), 10)
+    finally:
+        stop_group(proc)
+    # Not left for the broker's transaction timeout: aborted or committed on the way out.
+    assert open_transactions(backup, f"primary.{topic}", PARTITIONS) == []
+    instance = dg.DagsterInstance.from_config(str(home))
+    [run] = instance.get_runs()
+    assert run.status == dg.DagsterRunStatus.FAILURE, run.status
+    # Its pool slot is free: the next pass neither refuses nor waits for the stopped run.
+    passed = replicate(config, home)
+    assert passed.returncode == 0, (passed.stdout + passed.stderr)[-3000:]
+    assert_exactly_once(primary, backup, topic)

@@ -2,8 +2,8 @@
 
 One cluster for the module (a master and two workers of one core, each a JVM of its own),
 started and stopped through the CLI; the last test stops it and checks nothing is left. The
-runs are processes of their own, as users run them: `mm2-assets replicate` (Dagster's
-`asset materialize`) and `mm2-assets follow`, with `mm2assets.spark.master` in the file.
+runs are processes of their own, as users run them: `mm2-assets replicate` (the pass's Dagster
+runs) and `mm2-assets follow`, with `mm2assets.spark.master` in the file.
 """
 
 from __future__ import annotations
