@@ -5,9 +5,9 @@ them with a backlog of tricky records (null keys and values, binary payloads, re
 null headers, explicit timestamps, some values of 64-300 KiB), starts a producer that keeps
 writing more, and kills replication with SIGKILL at a random point. Kinds of kill:
 
-- `run`: the Dagster run process of a batch pass: `mm2-assets replicate` starts
-  `dagster asset materialize` of `replicated_topics` (the run executes in that process, Spark
-  driver included), and that process is killed.
+- `run`: the Dagster run process of a batch pass: `mm2-assets replicate` executes its runs
+  in its own process (Spark driver included), and that process is killed once it started the
+  run of `replicated_topics`.
 - `worker`: a Spark Python worker (a `pyspark.daemon` fork under the run's Spark JVM) while
   the copy job runs; the Spark task and with it the run fail.
 - `follower`: the `mm2-assets follow` process (follow mode), after it printed its layout.
@@ -76,6 +76,7 @@ TOPICS = ("a", "b")
 PARTITIONS = 3
 GROUP_SUFFIX = "g"
 LAYOUT_MARK = "following "  # the follower's layout line (follow_command.PrintingReporter)
+RUN_MARK = "materializing replicated_topics"  # a pass's line as it starts that run
 
 
 @dataclass
@@ -231,13 +232,10 @@ def parent_pid(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
-def run_process(root: int) -> int | None:
-    """The `dagster asset materialize` process of `replicated_topics` under `root`."""
-    for pid in tree_pids(root):
-        args = command_line(pid)
-        if "materialize" in args and any("replicated_topics" in a for a in args):
-            return pid
-    return None
+def run_process(proc: subprocess.Popen, log: Path) -> int | None:
+    """The process the run of `replicated_topics` executes in: the `mm2-assets replicate`
+    process itself, once it printed that it started that run."""
+    return proc.pid if RUN_MARK in log.read_text(errors="replace") else None
 
 
 def spark_workers(root: int) -> list[int]:
@@ -405,7 +403,7 @@ def victims(kind: str, proc: subprocess.Popen, log: Path) -> list[int]:
     if kind == "follower":
         return [proc.pid] if LAYOUT_MARK in log.read_text(errors="replace") else []
     if kind == "run":
-        found = run_process(proc.pid)
+        found = run_process(proc, log)
         return [found] if found is not None else []
     return spark_workers(proc.pid)
 
