@@ -4,8 +4,10 @@ A local SparkSession spends most of its ~6 s start-up loading and verifying Spar
 Java 17 can dump the classes one session loaded into an archive (AppCDS,
 `-XX:ArchiveClassesAtExit`) and map it into later JVMs (`-XX:SharedArchiveFile`), which brings
 the start to ~3 s on a 2-core machine. The archive belongs to one JVM build and one PySpark
-install, so its file name carries a key of both; a stale or mismatched archive is ignored by
-the JVM (`-Xshare:auto`), never fatal. `mm2-assets spark archive` (run by `scripts/setup.sh`)
+install, so its file name carries a key of both (the install's path and its jars' sizes and
+modification times, which the JVM checks before it maps an archive: a reinstall at the same
+path gets an archive of its own); a stale or mismatched archive is ignored by the JVM
+(`-Xshare:auto`), never fatal. `mm2-assets spark archive` (run by `scripts/setup.sh`)
 creates it once per machine, in the cache next to the Kafka jars.
 """
 
@@ -53,13 +55,24 @@ def archive_path() -> Path | None:
     spec = importlib.util.find_spec("pyspark")
     if java is None or spec is None or spec.origin is None:
         return None
+    pyspark = Path(spec.origin).parent
     key = archive_key(
         java_identity(java),
         importlib.metadata.version("pyspark"),
-        str(Path(spec.origin).parent),
+        str(pyspark),
+        _jars_identity(pyspark / "jars"),
         *LOCAL_DRIVER_JAVA_OPTIONS,
     )
     return cache_root() / "spark-cds" / f"driver-{key}.jsa"
+
+
+def _jars_identity(jars: Path) -> str:
+    """The name, size and modification time of every jar in `jars`: what the JVM validates."""
+    try:
+        entries = sorted(os.scandir(jars), key=lambda e: e.name)
+    except OSError:
+        return ""
+    return ";".join(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in entries)
 
 
 def driver_java_options(user_options: str = "") -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from mm2_assets.local.launcher import LauncherError, launch_cluster
 from mm2_assets.local.runtime import KAFKA_VERSION, broker_archive_path, java_executable, libs_dir
+from mm2_assets.spark.class_archive import archive_path as spark_archive_path
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,
@@ -110,3 +111,16 @@ def test_kafka_archive_command_makes_an_archive_the_kafka_jvm_maps(tmp_path: Pat
     )
     assert shared.returncode == 0, shared.stdout + shared.stderr
     assert KAFKA_VERSION in shared.stdout
+
+
+def test_the_local_spark_driver_maps_the_class_archive_setup_made(spark_resource) -> None:
+    """`scripts/setup.sh` made the Spark driver's archive for this install (`mm2-assets spark
+    archive`), and the suite's local session's JVM has it mapped: an archive the JVM refused
+    (another install's jars) would be in its options but not in its memory."""
+    from pyspark import SparkContext
+
+    archive = spark_archive_path()
+    assert archive is not None and archive.exists()
+    assert spark_resource.spark_session.range(3).count() == 3
+    driver = SparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    assert str(archive) in Path(f"/proc/{driver}/maps").read_text()

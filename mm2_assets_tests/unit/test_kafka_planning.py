@@ -3,7 +3,9 @@ calls because a describe-configs failure cannot be provoked on the unsecured tes
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -127,6 +129,18 @@ def test_user_cds_options_skip_the_archive_lookup(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(class_archive, "archive_path", fail)
     user = "-XX:SharedArchiveFile=/tmp/mine.jsa"
     assert class_archive.driver_java_options(user).endswith(user)
+
+
+def test_a_reinstall_of_the_same_jars_gets_an_archive_of_its_own(tmp_path: Path) -> None:
+    """The JVM ignores an archive whose jars changed size or modification time (a reinstall
+    at the same path): those are in the archive's key, so setup makes a new one."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-core.jar").write_bytes(b"classes")
+    before = class_archive._jars_identity(jars)
+    os.utime(jars / "spark-core.jar", ns=(0, 1_000_000_000))
+    assert class_archive._jars_identity(jars) != before
+    assert class_archive._jars_identity(tmp_path / "missing") == ""
 
 
 def test_lag_asks_the_log_start_only_of_partitions_with_records_and_no_resume_point() -> None:
