@@ -54,8 +54,13 @@ MODULE_SECONDS = {
     "test_spark_connect": 48,
     "test_exact_failover": 40,
     "test_component": 37,
+    "test_local_clusters": 23,
     "test_topic_configs": 20,
     "test_docs": 13,
+    "test_internal_topic_reads": 8,
+    "test_validate": 8,
+    "test_bad_input_processes": 7,
+    "test_dagster_cli": 3,
 }
 
 
