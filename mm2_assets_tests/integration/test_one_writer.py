@@ -301,8 +301,12 @@ def test_running_tasks_take_a_new_layout_up_and_copy_every_record_once(
         # Both tasks went on; the new topic (never copied) needed no progress read.
         said = [r.getMessage() for r in caplog.records if "layout" in r.getMessage()]
         assert sum("goes on under layout" in m for m in said) == 2, said
-        # Each task's part came with the new generation on its lease tail.
-        assert sum("from its lease tail" in m for m in said) == 2, said
+        # Each task's part came with the new generation on its lease tail, or, when the
+        # commit's own lease check saw the generation first (a loaded machine: seen once in
+        # CI), from one read of the lease topic; the tail delivers at least one.
+        parts = [m for m in said if "from its lease tail" in m or "from the lease topic" in m]
+        assert len(parts) == 2, said
+        assert any("from its lease tail" in m for m in parts), said
         assert sum("2 partitions kept, 4 added, 0 read" in m for m in said) == 1, said
         assert not any("starts over" in m for m in said), said
     # The lease given up: both tasks end.
