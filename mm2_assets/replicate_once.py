@@ -58,7 +58,6 @@ class PassRunFailed(Exception):
 
     def __init__(self, flow: str, run_id: str) -> None:
         super().__init__(f"flow {flow}: run {run_id} failed (its events say why)")
-        self.run_id = run_id
 
 
 @contextmanager

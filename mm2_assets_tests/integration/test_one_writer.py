@@ -183,6 +183,21 @@ def replicate(config: Path, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def start_replicate(config: Path, home: Path, *, output: bool) -> subprocess.Popen[str]:
+    """`replicate_command` in a session of its own (no terminal, as a service manager starts
+    it); its stdout and stderr piped together when `output`, else discarded."""
+    argv, env = replicate_command(config, home)
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE if output else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def read_output(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread:
     """Collect a process's output lines in a thread (its pipe must not fill up)."""
 
@@ -481,15 +496,7 @@ def test_follow_to_batch_and_back_with_the_old_writer_killed(
             assert passed.returncode == 0, output[-3000:]
             assert "waiting for mm2-assets follow" in output, output[-3000:]
             # A second pass, killed while it copies (its lease is not given up).
-            argv, env = replicate_command(config, home)
-            killed = subprocess.Popen(
-                argv,
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            killed = start_replicate(config, home, output=False)
             try:
                 epoch = current_lease(flow).epoch
                 wait_for(
@@ -595,17 +602,8 @@ def test_a_pass_stopped_with_sigterm_mid_copy_ends_its_run_and_the_next_pass_cop
     fill(primary, topic, 400_000)
     home = tmp_path / "dagster_home"
     home.mkdir()
-    argv, env = replicate_command(config, home)
     lines: list[str] = []
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_replicate(config, home, output=True)
     try:
         reader = read_output(proc, lines)
         watermarks = Consumer({"bootstrap.servers": backup, "group.id": unique("hw")})
