@@ -56,6 +56,7 @@ from mm2_process import group_members, interrupt_on_sigterm, start_process_group
 from procstat import busy_processes, tree_pids
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
+from mm2_assets.defs.resources import PYTHON_DAEMON_MODULE
 from mm2_assets.kafka.admin import admin_client, open_transactions
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.mm2.config import load_mm2_config
@@ -239,12 +240,17 @@ def run_process(proc: subprocess.Popen, log: Path) -> int | None:
 
 
 def spark_workers(root: int) -> list[int]:
-    """Spark Python workers under `root`: forks of a `pyspark.daemon` (not the daemon)."""
+    """Spark Python workers under `root`: forks of a Python daemon (not the daemon): a local
+    session's (`PYTHON_DAEMON_MODULE`) or PySpark's own (a cluster's)."""
+
+    def is_daemon(pid: int) -> bool:
+        return any(m in command_line(pid) for m in (PYTHON_DAEMON_MODULE, "pyspark.daemon"))
+
     out = []
     for pid in tree_pids(root):
-        if "pyspark.daemon" in command_line(pid):
+        if is_daemon(pid):
             parent = parent_pid(pid)
-            if parent is not None and "pyspark.daemon" in command_line(parent):
+            if parent is not None and is_daemon(parent):
                 out.append(pid)
     return out
 

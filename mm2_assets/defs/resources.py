@@ -12,6 +12,8 @@ from dagster_pyspark import LazyPySparkResource
 from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
 from mm2_assets.spark.class_archive import driver_java_options
 
+# The Python daemon of local sessions (it forks their Python workers).
+PYTHON_DAEMON_MODULE = "mm2_assets.spark.python_daemon"
 # Local-mode settings: quiet, no UI port, Python workers from this interpreter.
 LOCAL_SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -19,6 +21,8 @@ LOCAL_SPARK_DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "1g",
     "spark.sql.shuffle.partitions": "4",
     "spark.python.worker.reuse": "true",
+    # The copy task's modules are imported once per session, not once per Python worker.
+    "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
 }
 
 JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
