@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from mm2_assets.mm2.config import MM2Config, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.spark_settings import local_slots
 from mm2_assets.spark.job import known_writer_slots
+from mm2_assets.spark.python_daemon import installed_pyspark_first
 from mm2_assets.spark.session_start import SessionStart
 
 BASE = """\
@@ -198,3 +200,31 @@ def test_a_session_started_in_the_background_gives_itself_or_its_error() -> None
     failed.wait()  # the start ended; waiting never raises
     with pytest.raises(RuntimeError, match="no JVM"):
         failed.result()
+
+
+def test_local_python_workers_import_the_installed_pyspark_not_sparks_zip() -> None:
+    site = "/venv/lib/python3.11/site-packages"
+    lib = f"{site}/pyspark/python/lib"
+    path = [f"{lib}/pyspark.zip", f"{lib}/py4j-0.10.9.9-src.zip", "/app", site]
+    installed = {Path(f"{site}/pyspark/__init__.py")}
+    assert installed_pyspark_first(path, installed.__contains__) == [
+        "/app",
+        site,
+        f"{lib}/pyspark.zip",
+        f"{lib}/py4j-0.10.9.9-src.zip",
+    ]
+    # A Spark distribution's zips (no installed PySpark beside them) are what there is: kept.
+    spark_home = ["/opt/spark/python/lib/pyspark.zip", "/opt/spark/python/lib/py4j-src.zip"]
+    assert installed_pyspark_first([*spark_home, site], installed.__contains__) == [
+        *spark_home,
+        site,
+    ]
+    # So are they when that installation is not on the path.
+    assert installed_pyspark_first(path[:3], installed.__contains__) == path[:3]
+
+
+def test_local_sessions_fork_workers_from_our_daemon_and_clusters_from_pysparks() -> None:
+    local = SparkResource().effective_config()
+    assert local["spark.python.daemon.module"] == "mm2_assets.spark.python_daemon"
+    cluster = SparkResource(master="spark://10.0.0.5:7077").effective_config()
+    assert "spark.python.daemon.module" not in cluster
