@@ -21,10 +21,13 @@ from mm2_assets.stores.progress_store import close_progress_tails
 from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
 
 # Brokers that serve tests need no C2 compiler (about 40 % less broker CPU on a suite that is
-# CPU-bound on two cores) and no concurrent collector for their small heaps. Set before any
-# cluster starts; subprocesses (scripts, the demo) inherit it. An explicit value (even empty)
-# wins.
-os.environ.setdefault(KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# CPU-bound on two cores), no concurrent collector for their small heaps and no performance
+# counters (their sampler wakes the JVM 20 times a second: a sixth of an idle broker's CPU).
+# Set before any cluster starts; subprocesses (scripts, the demo) inherit it. An explicit value
+# (even empty) wins.
+os.environ.setdefault(
+    KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+)
 # And fewer of the threads that only wait for work (KAFKA_BROKER_PROPERTIES_ENV says how much).
 os.environ.setdefault(
     KAFKA_BROKER_PROPERTIES_ENV, "num.io.threads=2 num.network.threads=1 background.threads=2"
