@@ -4,11 +4,12 @@ A local SparkSession spends most of its ~6 s start-up loading and verifying Spar
 Java 17 can dump the classes one session loaded into an archive (AppCDS,
 `-XX:ArchiveClassesAtExit`) and map it into later JVMs (`-XX:SharedArchiveFile`), which brings
 the start to ~3 s on a 2-core machine. The archive belongs to one JVM build and one PySpark
-install, so its file name carries a key of both (the install's path and its jars' sizes and
-modification times, which the JVM checks before it maps an archive: a reinstall at the same
-path gets an archive of its own); a stale or mismatched archive is ignored by the JVM
-(`-Xshare:auto`), never fatal. `mm2-assets spark archive` (run by `scripts/setup.sh`)
-creates it once per machine, in the cache next to the Kafka jars.
+install, so its file name carries a key of both (the jars' sizes, modification times and
+files, which the JVM checks before it maps an archive: a reinstall gets an archive of its own,
+and a fresh clone whose virtualenv links the same files shares the one there is); a stale or
+mismatched archive is ignored by the JVM (`-Xshare:auto`), never fatal. `mm2-assets spark
+archive` (run by `scripts/setup.sh`) creates it when it is missing, in the cache next to the
+Kafka jars.
 """
 
 from __future__ import annotations
@@ -49,30 +50,64 @@ class ClassArchiveError(RuntimeError):
     """The archive could not be created; the message carries the JVM's last output."""
 
 
+def _pyspark_jars() -> Path | None:
+    """The jars directory of the PySpark this interpreter imports (None if there is none)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "jars"
+
+
 def archive_path() -> Path | None:
     """Where the archive for this JVM and PySpark lives (None without a `java`)."""
     java = find_java()
-    spec = importlib.util.find_spec("pyspark")
-    if java is None or spec is None or spec.origin is None:
+    jars = _pyspark_jars()
+    if java is None or jars is None:
         return None
-    pyspark = Path(spec.origin).parent
     key = archive_key(
         java_identity(java),
         importlib.metadata.version("pyspark"),
-        str(pyspark),
-        _jars_identity(pyspark / "jars"),
+        _jars_identity(jars),
         *LOCAL_DRIVER_JAVA_OPTIONS,
     )
     return cache_root() / "spark-cds" / f"driver-{key}.jsa"
 
 
-def _jars_identity(jars: Path) -> str:
-    """The name, size and modification time of every jar in `jars`: what the JVM validates."""
+def _dumped_from(archive: Path) -> Path:
+    """The file beside `archive` that names the jars directory its JVM loaded them from."""
+    return archive.with_suffix(".jars")
+
+
+def usable_archive() -> Path | None:
+    """The archive, if the JVM can map it: the JVM compares each jar with the file at its
+    dump-time path, so the jars directory the archive was dumped from must still hold the same
+    files (a clone deleted since: the archive is made again)."""
+    archive, jars = archive_path(), _pyspark_jars()
+    if archive is None or jars is None or not archive.exists():
+        return None
     try:
-        entries = sorted(os.scandir(jars), key=lambda e: e.name)
+        dumped_from = Path(_dumped_from(archive).read_text().strip())
+    except OSError:
+        return None
+    same = dumped_from == jars or _jars_identity(dumped_from) == _jars_identity(jars)
+    return archive if same else None
+
+
+def _jars_identity(jars: Path) -> str:
+    """The name, size, modification time and file (device, inode) of every jar in `jars`:
+    what the JVM validates. Not their path: the JVM maps an archive dumped through another
+    path to the same files, so the virtualenvs that uv hard-links from its cache (every fresh
+    clone's) share one archive, and a copied install gets its own."""
+    try:
+        # Files only: the classpath is `jars/*`, and a directory's inode is each clone's own.
+        entries = sorted((e for e in os.scandir(jars) if e.is_file()), key=lambda e: e.name)
     except OSError:
         return ""
-    return ";".join(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in entries)
+    return ";".join(
+        f"{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}"
+        for e in entries
+        for st in [e.stat()]
+    )
 
 
 def driver_java_options(user_options: str = "") -> str:
@@ -81,18 +116,27 @@ def driver_java_options(user_options: str = "") -> str:
     options = list(LOCAL_DRIVER_JAVA_OPTIONS)
     # Checked first: the archive's key costs a stat of the JVM and a pyspark lookup.
     if not manages_class_sharing([user_options]):
-        options += archive_options(archive_path())
+        options += archive_options(usable_archive())
     return " ".join([*options, user_options]).strip()
 
 
 def ensure_class_archive(*, force: bool = False, timeout: float = 300) -> Path:
-    """Create the archive (in a child process: the JVM writes it as it exits); return it."""
-    return create_class_archive(
+    """Create the archive unless a usable one exists (in a child process: the JVM writes it
+    as it exits); return it."""
+    usable = usable_archive()
+    if usable is not None and not force:
+        return usable
+    archive = create_class_archive(
         archive_path(),
         _DUMP_SCRIPT,
         kind="Spark",
         error=ClassArchiveError,
         env=lambda _: {**os.environ, "PYSPARK_PYTHON": sys.executable},
-        force=force,
+        force=True,
         timeout=timeout,
     )
+    # Named after the archive is in place: a reader that sees the name sees that archive.
+    note = archive.with_name(f"{archive.name}.{os.getpid()}.jars")
+    note.write_text(f"{_pyspark_jars()}\n")
+    os.replace(note, _dumped_from(archive))
+    return archive
