@@ -56,7 +56,16 @@ class Writing:
 
     def __init__(self, bootstrap: str, topic: str, rate: int = 400) -> None:
         self.topic, self.rate = topic, rate
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                # Tests stop the cluster it writes to: a partition left without a leader
+                # (-1) while the broker was down is otherwise looked up again only at the
+                # 5-minute periodic refresh, and the queue waits for it (seen once in CI).
+                "topic.metadata.refresh.interval.ms": 2000,
+            }
+        )
         self.sent = 0
         self.error: KafkaException | None = None
         self._stop = threading.Event()
