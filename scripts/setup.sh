@@ -57,9 +57,10 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   "$uv" pip install --quiet --offline --python .venv/bin/python -e '.[dev]' 2>/dev/null \
     || "$uv" pip install --quiet --python .venv/bin/python -e '.[dev]'
 fi
-# Once per virtualenv path (the archive records the jars' paths): the Spark driver's class archive
-# (halves local SparkSession start-up). Its JVM mostly waits on one core, so it runs beside the
-# byte compile and the Kafka steps below (about 19 s of a fresh clone's setup, otherwise serial).
+# The Spark driver's class archive (halves local SparkSession start-up), when there is none this
+# virtualenv's jar files can use (the clones uv links from its cache share one while the clone it
+# was made in is there). Making one takes about 20 s, its JVM mostly on one core, so it runs
+# beside the byte compile and the Kafka steps below.
 .venv/bin/mm2-assets spark archive >/dev/null &
 spark_archive=$!
 # A step that fails below ends the script: the archive's creation must not outlive it.
