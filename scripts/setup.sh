@@ -61,10 +61,15 @@ fi
 # virtualenv's jar files can use (the clones uv links from its cache share one while the clone it
 # was made in is there). Making one takes about 20 s, its JVM mostly on one core, so it runs
 # beside the byte compile and the Kafka steps below.
-.venv/bin/mm2-assets spark archive >/dev/null &
+# In a process group of its own (its leader's pid), so that a step failing below, Ctrl-C or
+# SIGTERM stops all of it, the dumping JVM included: it must not outlive the script.
+setsid .venv/bin/mm2-assets spark archive >/dev/null &
 spark_archive=$!
-# A step that fails below ends the script: the archive's creation must not outlive it.
-trap '[[ -z $spark_archive ]] || kill "$spark_archive" 2>/dev/null || true' EXIT
+# SIGKILL: a JVM stopped any other way first writes its half-made archive (seconds, 116 MB).
+trap '[[ -z $spark_archive ]] || { kill -KILL -- "-$spark_archive" 2>/dev/null
+  rm -f "$cache/spark-cds/"*".$spark_archive.partial"; }' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   # Byte-compiled on every core before any use: Dagster starts its run workers with -B, which
   # would otherwise compile on every start. Packages' own tests and examples, pip and setuptools

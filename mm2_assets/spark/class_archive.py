@@ -58,19 +58,27 @@ def _pyspark_jars() -> Path | None:
     return Path(spec.origin).parent / "jars"
 
 
-def archive_path() -> Path | None:
-    """Where the archive for this JVM and PySpark lives (None without a `java`)."""
+def _archive_for(jars: Path) -> tuple[Path, str] | None:
+    """The archive for this JVM and the PySpark whose jars are `jars`, with the jars' identity
+    (None without a `java`)."""
     java = find_java()
-    jars = _pyspark_jars()
-    if java is None or jars is None:
+    if java is None:
         return None
+    identity = _jars_identity(jars)
     key = archive_key(
         java_identity(java),
         importlib.metadata.version("pyspark"),
-        _jars_identity(jars),
+        identity,
         *LOCAL_DRIVER_JAVA_OPTIONS,
     )
-    return cache_root() / "spark-cds" / f"driver-{key}.jsa"
+    return cache_root() / "spark-cds" / f"driver-{key}.jsa", identity
+
+
+def archive_path() -> Path | None:
+    """Where the archive for this JVM and PySpark lives (None without a `java`)."""
+    jars = _pyspark_jars()
+    found = _archive_for(jars) if jars is not None else None
+    return found[0] if found is not None else None
 
 
 def _dumped_from(archive: Path) -> Path:
@@ -82,14 +90,16 @@ def usable_archive() -> Path | None:
     """The archive, if the JVM can map it: the JVM compares each jar with the file at its
     dump-time path, so the jars directory the archive was dumped from must still hold the same
     files (a clone deleted since: the archive is made again)."""
-    archive, jars = archive_path(), _pyspark_jars()
-    if archive is None or jars is None or not archive.exists():
+    jars = _pyspark_jars()
+    found = _archive_for(jars) if jars is not None else None
+    if found is None or not found[0].exists():
         return None
+    archive, identity = found
     try:
         dumped_from = Path(_dumped_from(archive).read_text().strip())
     except OSError:
         return None
-    same = dumped_from == jars or _jars_identity(dumped_from) == _jars_identity(jars)
+    same = dumped_from == jars or _jars_identity(dumped_from) == identity
     return archive if same else None
 
 

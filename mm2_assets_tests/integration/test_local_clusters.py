@@ -124,3 +124,27 @@ def test_the_local_spark_driver_maps_the_class_archive_setup_made(spark_resource
     assert spark_resource.spark_session.range(3).count() == 3
     driver = SparkContext._gateway.proc.pid  # type: ignore[union-attr]
     assert str(archive) in Path(f"/proc/{driver}/maps").read_text()
+
+
+def _worker_origin(_: int) -> tuple[str, str, bool]:
+    """In a Spark Python worker: where PySpark came from, its parent's command line (the
+    daemon that forked it), and whether the copy job's module was there before the task."""
+    import pyspark
+
+    loaded = "mm2_assets.spark.job" in sys.modules
+    parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return pyspark.__file__ or "", parent, loaded
+
+
+def test_local_python_workers_fork_from_our_daemon_with_the_installed_pyspark(
+    spark_resource,
+) -> None:
+    """A local session's Python workers are forked by `mm2_assets.spark.python_daemon`, which
+    imported PySpark from the installed package (not from Spark's `pyspark.zip`, compiled
+    from source on every import) and the copy job's module before the fork."""
+    context = spark_resource.spark_session.sparkContext
+    found = context.parallelize(range(2), 2).map(_worker_origin).collect()
+    for pyspark_file, parent, loaded in found:
+        assert ".zip" not in pyspark_file and pyspark_file.endswith("pyspark/__init__.py")
+        assert "mm2_assets.spark.python_daemon" in parent
+        assert loaded
