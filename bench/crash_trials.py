@@ -56,10 +56,10 @@ from mm2_process import group_members, interrupt_on_sigterm, start_process_group
 from procstat import busy_processes, tree_pids
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
-from mm2_assets.defs.resources import PYTHON_DAEMON_MODULE
 from mm2_assets.kafka.admin import admin_client, open_transactions
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.spark.session import PYTHON_DAEMON_MODULE
 from mm2_assets.stores.progress_store import read_flow_progress
 from mm2_assets.stores.topic_reader import read_to_end
 from mm2_assets_tests.kafka_helpers import (

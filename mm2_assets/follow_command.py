@@ -21,9 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from mm2_assets.defs.checkpoints.sensors import InProcessGroupListener
-from mm2_assets.defs.replication.sensors import InProcessTopicListener
-from mm2_assets.defs.resources import SparkResource
+from mm2_assets.defs.listening import InProcessGroupListener, InProcessTopicListener
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
 from mm2_assets.mm2.config import FlowConfig
@@ -35,6 +33,7 @@ from mm2_assets.replication.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.spark.driver_jvm import stop_session
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets.spark.job import spark_slots
+from mm2_assets.spark.session import LazySession, SessionSpec
 
 
 class PrintingReporter(FollowerReporter):
@@ -97,8 +96,9 @@ class PrintingReporter(FollowerReporter):
 
 def spark_for(
     settings: SparkSettings, config_file: Path | None, flows: int
-) -> tuple[SparkResource, int]:
-    """The Spark resource of `settings` and the copy tasks each of `flows` followers runs.
+) -> tuple[LazySession, int]:
+    """The Spark session of `settings` (started on first use) and the copy tasks each of
+    `flows` followers runs.
 
     Every follower holds its tasks for good, so together they must fit in Spark's slots: a
     task without a slot would never run and its partitions never be copied. A local Spark
@@ -109,8 +109,8 @@ def spark_for(
     if settings.is_local:
         slots = max(local_slots(settings.master), flows)
         local = replace(settings, master=f"local[{slots}]")
-        return SparkResource.from_settings(local, config_file), max(1, slots // flows)
-    spark = SparkResource.from_settings(settings, config_file)
+        return LazySession(SessionSpec.from_settings(local, config_file)), max(1, slots // flows)
+    spark = LazySession(SessionSpec.from_settings(settings, config_file))
     slots = spark_slots(spark.spark_session)
     if slots < flows:
         raise UsageError(

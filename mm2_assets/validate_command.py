@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 
-from mm2_assets.defs.checkpoints.sensors import current_groups
+from mm2_assets.defs.listening import current_groups
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.clients import load_checked_config, resolved_flows
 from mm2_assets.kafka.reachability import probe_clusters

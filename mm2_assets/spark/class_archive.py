@@ -36,10 +36,10 @@ LOCAL_DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 _DUMP_SCRIPT = """
 import sys
-from mm2_assets.defs.resources import SparkResource
+from mm2_assets.spark.session import SessionSpec
 
 option = "-XX:ArchiveClassesAtExit=" + sys.argv[1]
-spark = SparkResource(spark_config={"spark.driver.extraJavaOptions": option}).spark_session
+spark = SessionSpec(spark_config={"spark.driver.extraJavaOptions": option}).start()
 # Load what a copy job loads: an RDD job with Python workers, and a collect.
 spark.sparkContext.parallelize(range(4), 2).map(lambda x: x * 2).collect()
 spark.stop()

@@ -15,9 +15,10 @@ import dagster as dg
 import pytest
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.resources import REMOTE_ENV, SparkResource
+from mm2_assets.defs.resources import SparkResource
 from mm2_assets.local.launcher import pid_alive, port_is_free
 from mm2_assets.mm2.config import CONFIG_ENV, load_mm2_config
+from mm2_assets.mm2.spark_settings import REMOTE_ENV
 from mm2_assets.spark.connect_server import descendants, read_state, stop_recorded
 from mm2_assets.spark.connect_session import (
     close_sessions,

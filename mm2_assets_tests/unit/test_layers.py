@@ -15,6 +15,8 @@ import it. Every import counts, including imports inside functions and under TYP
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import mm2_assets
@@ -125,3 +127,17 @@ def test_the_graph_sees_the_package() -> None:
     assert "mm2_assets.local.launcher" in graph["mm2_assets.spark.standalone_cluster"]
     assert {_layer(m) for m in graph} == {*LAYERS.values(), TOP}
     assert {_package(m) for m in graph} >= {*LAYERS, LOCAL}
+
+
+def test_the_follow_command_and_the_spark_session_import_no_dagster() -> None:
+    # `mm2-assets follow` runs without Dagster: importing it would add a second to every
+    # follower's start (and the class archive's dump, which starts a session).
+    modules = ("mm2_assets.follow_command", "mm2_assets.spark.session")
+    check = (
+        f"import sys\nfor m in {modules!r}: __import__(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('dagster')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert loaded == "[]"

@@ -168,10 +168,11 @@ def test_local_slots() -> None:
 
 def test_follow_sizes_a_local_spark_from_its_master() -> None:
     # Three flows on local[2]: each follower still gets a slot.
-    resource, per_flow = spark_for(parse("mm2assets.spark.master = local[2]\n").spark, None, 3)
-    assert (resource.master, per_flow) == ("local[3]", 1)
-    resource, per_flow = spark_for(parse("mm2assets.spark.master = local[4]\n").spark, None, 2)
-    assert (resource.master, per_flow) == ("local[4]", 2)
+    session, per_flow = spark_for(parse("mm2assets.spark.master = local[2]\n").spark, None, 3)
+    assert (session.spec.master, per_flow) == ("local[3]", 1)
+    session, per_flow = spark_for(parse("mm2assets.spark.master = local[4]\n").spark, None, 2)
+    assert (session.spec.master, per_flow) == ("local[4]", 2)
+    assert session.started_session() is None  # sized without starting Spark
 
 
 def test_a_follower_knows_its_task_count_before_a_local_session_starts(monkeypatch) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from mm2_assets.cli import build_parser
-from mm2_assets.defs.resources import REMOTE_ENV, SparkResource
+from mm2_assets.defs.resources import SparkResource
+from mm2_assets.mm2.spark_settings import REMOTE_ENV
 from mm2_assets.spark.connect_server import (
     SERVER_CLASS,
     connect_jars,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from mm2_assets.defs.resources import JAVA_OPTIONS_KEY, SparkResource
+from mm2_assets.defs.resources import SparkResource
 from mm2_assets.spark import class_archive
 from mm2_assets.spark.class_archive import archive_path
+from mm2_assets.spark.session import JAVA_OPTIONS_KEY
 
 
 @pytest.fixture

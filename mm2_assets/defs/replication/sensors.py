@@ -24,39 +24,19 @@ With `refresh.topics.enabled = false` the map is computed once (first tick), as 
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.listeners import ListenerSpec, Listening, Reaction, listener_sensor
+from mm2_assets.defs.listeners import Reaction, listener_sensor
+from mm2_assets.defs.listening import topic_listener_spec
 from mm2_assets.defs.run_requests import WORK_REPLICATE, partition_range_request, run_tags
-from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S
-from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.listeners import notify_listener
-from mm2_assets.mm2.replicated_set import (
-    ReplicatedSet,
-    ReplicatedSetChange,
-    remote_map,
-    set_from_json,
-    set_to_json,
-)
+from mm2_assets.mm2.replicated_set import ReplicatedSet, ReplicatedSetChange, set_to_json
 
 RECORDED_SET = "replicated_set"
 """Metadata key of the listener's observation holding the whole replicated set."""
-
-
-def notify_topic_listener(flow: FlowConfig, replicated: ReplicatedSet) -> str | None:
-    """Load, configure, notify and close the flow's TopicListener with the upstream →
-    downstream map of `replicated`; the error text, or None."""
-    topics = remote_map(replicated)
-    return notify_listener(
-        flow.topic_listener,
-        lambda listener: listener.topics_changed(dict(topics)),
-        flow.topic_listener_class,
-        flow.mm2assets_plugin_timeout_seconds,
-    )
 
 
 def topic_listener_sensor(
@@ -90,7 +70,7 @@ def topic_listener_sensor(
             request_runs=request_runs,
         )
 
-    return listener_sensor(flow, topic_listener_spec(flow, react, selection))
+    return listener_sensor(flow, topic_listener_spec(flow), react, selection)
 
 
 def _react_to_set(
@@ -159,44 +139,3 @@ def _observation_metadata(
         "replicated_topics": len(current),
         RECORDED_SET: dg.MetadataValue.json(set_to_json(current)),
     }
-
-
-def topic_listener_spec(
-    flow: FlowConfig,
-    react: Callable[..., Reaction] = lambda *_: Reaction(),
-    target: Sequence[dg.AssetKey] = (),
-) -> ListenerSpec[ReplicatedSet, ReplicatedSetChange]:
-    """The topic listener: its listing, diff, cursor form and notification."""
-    return ListenerSpec(
-        subject="topics",
-        refresh_enabled=flow.refresh_topics_enabled,
-        interval_seconds=flow.refresh_topics_interval_seconds,
-        description=(
-            f"KIP-918 topic listener of flow {flow.name}: decides the replicated set of "
-            f"'{flow.source.alias}' (the dynamic partitions, and the set the follower run "
-            f"copies), replicates new topics and notifies {flow.topic_listener_class}."
-        ),
-        current=lambda: list_replicated_set(flow, timeout=UNANSWERED_AFTER_S),
-        from_cursor=set_from_json,
-        between=ReplicatedSetChange.between,
-        notify=lambda replicated: notify_topic_listener(flow, replicated),
-        react=react,
-        target=target,
-        to_cursor=set_to_json,
-    )
-
-
-class InProcessTopicListener:
-    """`mm2-assets follow`'s topic source: the topic listener's own tick, run in the follower's
-    process (listing, diff, KIP-918 notification, log and alerts) every
-    `refresh.topics.interval.seconds`, where no Dagster daemon runs the sensor."""
-
-    def __init__(self, flow: FlowConfig, log: Any) -> None:
-        self.listening = Listening(flow, topic_listener_spec(flow))
-        self.log = log
-        self.interval_seconds = float(flow.refresh_topics_interval_seconds)
-
-    def __call__(self) -> ReplicatedSet:
-        """One listener tick; the replicated set now."""
-        current, _change = self.listening.tick(self.log)
-        return current

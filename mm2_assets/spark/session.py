@@ -1,0 +1,146 @@
+"""The Spark session a copy job runs in: which one (local, a cluster, Spark Connect), with what
+settings, started on first use.
+
+`SessionSpec` is the plain description both homes of a session share: the Dagster `spark`
+resource (`defs.resources.SparkResource`, whose fields are these) and `mm2-assets follow`,
+which runs without Dagster and so does not import it (a second of start-up).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mm2_assets.mm2.spark_settings import REMOTE_ENV, SparkSettings, local_slots
+from mm2_assets.spark.class_archive import driver_java_options
+
+# The Python daemon of local sessions (it forks their Python workers).
+PYTHON_DAEMON_MODULE = "mm2_assets.spark.python_daemon"
+# Local-mode settings: quiet, no UI port, Python workers from this interpreter.
+LOCAL_SPARK_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "1g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.python.worker.reuse": "true",
+    # The copy task's modules are imported once per session, not once per Python worker.
+    "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
+}
+
+JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Which Spark session to run in and with what settings (see `SparkResource` for the
+    meaning of each field); `start()` creates it, or joins the one of this process."""
+
+    master: str = "local[*]"
+    remote: str | None = None
+    app_name: str = "mm2-assets"
+    spark_config: Mapping[str, Any] = field(default_factory=dict)
+    # The MM2 properties file whose secret `mm2assets.spark.conf.*` values the session adds
+    # when it starts (never shown, so never kept in a field that is).
+    secret_config_file: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: SparkSettings, config_file: Path | None) -> SessionSpec:
+        """The session of `settings` (`MM2Config.spark`) of the file `config_file`."""
+        return cls(
+            master=settings.master,
+            remote=settings.remote,
+            spark_config=settings.public_conf(),
+            secret_config_file=str(config_file) if config_file and settings.secret_conf() else None,
+        )
+
+    def remote_url(self) -> str | None:
+        """The Spark Connect server runs use: `remote`, else `$SPARK_REMOTE`, else None."""
+        remote = self.remote or os.environ.get(REMOTE_ENV) or None
+        if remote is not None and not remote.startswith("sc://"):
+            source = "remote" if self.remote else f"${REMOTE_ENV}"
+            raise ValueError(f"{source} must be a Spark Connect URL, sc://host:port: {remote!r}")
+        return remote
+
+    def _secret_config(self) -> dict[str, str]:
+        if self.secret_config_file is None:
+            return {}
+        from mm2_assets.mm2.config import load_mm2_config
+
+        return load_mm2_config(self.secret_config_file).spark.secret_conf()
+
+    def local_slots(self) -> int | None:
+        """The task slots of a local session, known before it starts (`local[N]`: N); None
+        for any other session or when the Spark settings choose the parallelism."""
+        chosen = {"spark.master", "spark.default.parallelism"} & set(self.spark_config)
+        if self.remote_url() or chosen or not self.master.startswith("local"):
+            return None
+        return local_slots(self.master)
+
+    def effective_config(self) -> dict[str, str]:
+        """The Spark settings the session is built with (secret values included: never show
+        them; `SparkSettings.masked_conf` does that)."""
+        conf: dict[str, str] = {"spark.app.name": self.app_name}
+        user = {k: str(v) for k, v in self.spark_config.items()}
+        user.update(self._secret_config())
+        remote = self.remote_url()
+        if remote:
+            conf["spark.remote"] = remote
+        else:
+            conf["spark.master"] = self.master
+            if self.master.startswith("local"):
+                conf.update(LOCAL_SPARK_DEFAULTS)
+                # Faster driver JVM start; the user's own options are kept, after ours.
+                user[JAVA_OPTIONS_KEY] = driver_java_options(user.get(JAVA_OPTIONS_KEY, ""))
+        conf.update(user)
+        return conf
+
+    def start(self) -> Any:
+        """Create the SparkSession (a Spark Connect session when `remote_url()` says so), or
+        join the one running in this process."""
+        conf = self.effective_config()
+        remote = conf.pop("spark.remote", None)
+        if remote is not None:
+            from mm2_assets.spark.connect_session import connect_session
+
+            # The server's Python workers get this package from the session (see there).
+            return connect_session(remote, conf)
+        from pyspark.sql import SparkSession
+
+        # Workers must import mm2_assets and confluent_kafka: use this interpreter.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        if not conf.get("spark.master", "").startswith("local"):
+            from mm2_assets.spark.connect_session import package_zip
+
+            # Executors elsewhere import mm2_assets from this zip, first on their path.
+            session.sparkContext.addPyFile(str(package_zip()))
+        return session
+
+
+class LazySession:
+    """A `SessionSpec`'s session, started on first use (by whichever thread asks first)."""
+
+    def __init__(self, spec: SessionSpec) -> None:
+        self.spec = spec
+        self._session: Any | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def spark_session(self) -> Any:
+        """The session, started now if it was not yet."""
+        with self._lock:
+            if self._session is None:
+                self._session = self.spec.start()
+            return self._session
+
+    def started_session(self) -> Any | None:
+        """The session if one was started, else None (none starts)."""
+        return self._session
