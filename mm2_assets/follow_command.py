@@ -111,7 +111,7 @@ def spark_for(
         local = replace(settings, master=f"local[{slots}]")
         return LazySession(SessionSpec.from_settings(local, config_file)), max(1, slots // flows)
     spark = LazySession(SessionSpec.from_settings(settings, config_file))
-    slots = spark_slots(spark.spark_session)
+    slots = spark_slots(spark.for_copy())
     if slots < flows:
         raise UsageError(
             f"{settings.describe()} has {slots} task slots, fewer than the {flows} flows to "
@@ -141,7 +141,7 @@ def follow(config_path: Path) -> int:
             # The listeners' own ticks, in-process: no Dagster daemon runs them here.
             Follower(
                 flow,
-                lambda: spark.spark_session,
+                spark.for_copy,
                 reporter,
                 slots=per_flow,
                 topics=InProcessTopicListener(flow, reporter),
@@ -171,7 +171,7 @@ def follow(config_path: Path) -> int:
                 thread.join()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        session = spark.started_session()
+        session = spark.started()
         if session is not None:
             # The followers are stopped and fenced; the driver JVM (and its Python workers)
             # must be gone before `follow` says it stopped. A SIGTERM sent to the whole

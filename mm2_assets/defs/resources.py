@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
+from pydantic import PrivateAttr
 
 from mm2_assets.mm2.spark_settings import SparkSettings
+from mm2_assets.spark.job import is_spark_connect
 from mm2_assets.spark.session import SessionSpec
 
 
@@ -32,6 +34,10 @@ class SparkResource(LazyPySparkResource):
     # The MM2 properties file whose secret `mm2assets.spark.conf.*` values the session adds
     # when it starts: Dagster shows a resource's config in its UI, so they are never in it.
     secret_config_file: str | None = None
+
+    # What the copy job runs on (`for_copy`): on classic Spark a bare SparkContext, until
+    # someone asks for `spark_session`.
+    _for_copy: Any = PrivateAttr(default=None)
 
     @classmethod
     def _is_dagster_maintained(cls) -> bool:
@@ -73,12 +79,25 @@ class SparkResource(LazyPySparkResource):
         secret values included: never show them)."""
         return self.session_spec().effective_config()
 
+    def for_copy(self) -> Any:
+        """What the copy job runs on, started on first use: the session if there is one
+        already, else `SessionSpec.start_for_copy` (classic Spark: a SparkContext, without
+        the SQL session's start)."""
+        if self._spark_session is not None:
+            return self._spark_session
+        if self._for_copy is None:
+            self._for_copy = self.session_spec().start_for_copy()
+        return self._for_copy
+
     def _init_session(self) -> None:
         """Create the SparkSession (or join the one running in this process) unless it exists:
         `spark_session` and `spark_context` call it on first use."""
         if self._spark_session is None:
-            self._spark_session = self.session_spec().start()
+            from pyspark.sql import SparkSession
+
+            spark = self.for_copy()
+            self._spark_session = spark if is_spark_connect(spark) else SparkSession(spark)
 
     def started_session(self) -> Any | None:
-        """The session if one was started through this resource, else None (none starts)."""
-        return self._spark_session
+        """The session or context started through this resource, else None (none starts)."""
+        return self._spark_session or self._for_copy

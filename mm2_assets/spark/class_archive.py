@@ -39,9 +39,9 @@ import sys
 from mm2_assets.spark.session import SessionSpec
 
 option = "-XX:ArchiveClassesAtExit=" + sys.argv[1]
-spark = SessionSpec(spark_config={"spark.driver.extraJavaOptions": option}).start()
+spark = SessionSpec(spark_config={"spark.driver.extraJavaOptions": option}).start_for_copy()
 # Load what a copy job loads: an RDD job with Python workers, and a collect.
-spark.sparkContext.parallelize(range(4), 2).map(lambda x: x * 2).collect()
+spark.parallelize(range(4), 2).map(lambda x: x * 2).collect()
 spark.stop()
 """
 

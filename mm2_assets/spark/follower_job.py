@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mm2_assets.replication.copy_task import CopyTaskSpec
-from mm2_assets.spark.job import is_spark_connect, run_copy_tasks
+from mm2_assets.spark.job import is_spark_connect, run_copy_tasks, spark_context
 from mm2_assets.stores.writer_lease import WriterLease
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class FollowerJob:
             if is_spark_connect(self.spark):
                 self.spark.addTag(self.group)
             else:
-                self.spark.sparkContext.setJobGroup(
+                spark_context(self.spark).setJobGroup(
                     self.group, "mm2-assets follower", interruptOnCancel=True
                 )
             run_copy_tasks(self.spark, self.specs, max_tasks=len(self.specs))
@@ -71,7 +71,7 @@ class FollowerJob:
                 if is_spark_connect(self.spark):
                     self.spark.interruptTag(self.group)
                 else:
-                    self.spark.sparkContext.cancelJobGroup(self.group)
+                    spark_context(self.spark).cancelJobGroup(self.group)
             self._thread.join(timeout)
         if self.specs and fence:
             try:

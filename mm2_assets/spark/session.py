@@ -18,6 +18,7 @@ from typing import Any
 
 from mm2_assets.mm2.spark_settings import REMOTE_ENV, SparkSettings, local_slots
 from mm2_assets.spark.class_archive import driver_java_options
+from mm2_assets.spark.job import is_spark_connect
 
 # The Python daemon of local sessions (it forks their Python workers).
 PYTHON_DAEMON_MODULE = "mm2_assets.spark.python_daemon"
@@ -99,9 +100,10 @@ class SessionSpec:
         conf.update(user)
         return conf
 
-    def start(self) -> Any:
-        """Create the SparkSession (a Spark Connect session when `remote_url()` says so), or
-        join the one running in this process."""
+    def start_for_copy(self) -> Any:
+        """What the copy job runs on (see `spark.job`): a Spark Connect session when
+        `remote_url()` says so, else a classic SparkContext, created or joined (this process
+        has one at most), without the SQL session the copy does not use."""
         conf = self.effective_config()
         remote = conf.pop("spark.remote", None)
         if remote is not None:
@@ -109,38 +111,45 @@ class SessionSpec:
 
             # The server's Python workers get this package from the session (see there).
             return connect_session(remote, conf)
-        from pyspark.sql import SparkSession
+        from pyspark import SparkConf, SparkContext
 
         # Workers must import mm2_assets and confluent_kafka: use this interpreter.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = SparkSession.builder
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        session = builder.getOrCreate()
+        context = SparkContext.getOrCreate(SparkConf().setAll(list(conf.items())))
         if not conf.get("spark.master", "").startswith("local"):
             from mm2_assets.spark.connect_session import package_zip
 
             # Executors elsewhere import mm2_assets from this zip, first on their path.
-            session.sparkContext.addPyFile(str(package_zip()))
-        return session
+            context.addPyFile(str(package_zip()))
+        return context
+
+    def start(self) -> Any:
+        """A SparkSession (Spark Connect's when `remote_url()` says so) on what
+        `start_for_copy` starts or joins."""
+        spark = self.start_for_copy()
+        if is_spark_connect(spark):
+            return spark
+        from pyspark.sql import SparkSession
+
+        return SparkSession(spark)
 
 
 class LazySession:
-    """A `SessionSpec`'s session, started on first use (by whichever thread asks first)."""
+    """A `SessionSpec`'s Spark for the copy job (`start_for_copy`), started on first use (by
+    whichever thread asks first)."""
 
     def __init__(self, spec: SessionSpec) -> None:
         self.spec = spec
-        self._session: Any | None = None
+        self._spark: Any | None = None
         self._lock = threading.Lock()
 
-    @property
-    def spark_session(self) -> Any:
-        """The session, started now if it was not yet."""
+    def for_copy(self) -> Any:
+        """The copy job's Spark, started now if it was not yet."""
         with self._lock:
-            if self._session is None:
-                self._session = self.spec.start()
-            return self._session
+            if self._spark is None:
+                self._spark = self.spec.start_for_copy()
+            return self._spark
 
-    def started_session(self) -> Any | None:
-        """The session if one was started, else None (none starts)."""
-        return self._session
+    def started(self) -> Any | None:
+        """What was started, else None (none starts)."""
+        return self._spark

@@ -172,7 +172,7 @@ def test_follow_sizes_a_local_spark_from_its_master() -> None:
     assert (session.spec.master, per_flow) == ("local[3]", 1)
     session, per_flow = spark_for(parse("mm2assets.spark.master = local[4]\n").spark, None, 2)
     assert (session.spec.master, per_flow) == ("local[4]", 2)
-    assert session.started_session() is None  # sized without starting Spark
+    assert session.started() is None  # sized without starting Spark
 
 
 def test_a_follower_knows_its_task_count_before_a_local_session_starts(monkeypatch) -> None:

@@ -240,10 +240,10 @@ def _copy(
 
 
 def _session(spark: SparkResource) -> tuple[Any, float]:
-    """The resource's Spark session and the seconds it took to get (its start, the first
-    time)."""
+    """What the resource's copy job runs on (`SparkResource.for_copy`) and the seconds it took
+    to get (its start, the first time)."""
     started = time.monotonic()
-    session = spark.spark_session
+    session = spark.for_copy()
     return session, time.monotonic() - started
 
 

@@ -321,7 +321,7 @@ def _follow_op(
             groups = RecordedGroups(context.instance, checkpoints) if checkpoints else None
             follower = Follower(
                 flow,
-                lambda: spark.spark_session,
+                spark.for_copy,
                 reporter,
                 what=f"follower run {context.run_id}",
                 topics=topics,
