@@ -114,3 +114,16 @@ def test_the_archive_name_follows_the_jars_files_not_their_path(tmp_path: Path) 
     os.utime(copied / "spark-core.jar", ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert class_archive._jars_identity(linked) == class_archive._jars_identity(first)
     assert class_archive._jars_identity(copied) != class_archive._jars_identity(first)
+
+
+def test_a_local_standalone_cluster_schedules_on_c1_and_keeps_the_users_daemon_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mm2_assets.spark.standalone_cluster import daemon_environment
+
+    monkeypatch.delenv("SPARK_DAEMON_JAVA_OPTS", raising=False)
+    assert daemon_environment()["SPARK_DAEMON_JAVA_OPTS"] == "-XX:TieredStopAtLevel=1"
+    monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=4 -Dx=1")
+    # The user's come last: the JVM takes the last of two values.
+    options = daemon_environment()["SPARK_DAEMON_JAVA_OPTS"].split()
+    assert options == ["-XX:TieredStopAtLevel=1", "-XX:TieredStopAtLevel=4", "-Dx=1"]
