@@ -311,7 +311,7 @@ def _check_ports_free(alias: str, port: int, controller_port: int, tls_port: int
 
 
 KAFKA_JVM_OPTIONS_ENV = "MM2_ASSETS_KAFKA_JVM_OPTIONS"
-"""Extra JVM options for the local Kafka JVMs (brokers and the storage tool), space-separated.
+"""Extra JVM options for the local Kafka JVMs (brokers, the storage tool and MM2), space-separated.
 The test suite sets `-XX:TieredStopAtLevel=1`: brokers that serve tests need no C2 compiler,
 and leaving it out takes about 40 % off their CPU (measured: 10.0 -> 5.8 s for a start and a
 small workload); and `-XX:+UseSerialGC`, which an idle test broker's small heap needs no more

@@ -33,6 +33,7 @@ from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
+from mm2_assets_tests.integration.test_follower import wait_for
 from mm2_assets_tests.kafka_helpers import create_topic, unique
 
 pytestmark = pytest.mark.integration
@@ -286,6 +287,17 @@ def alter(bootstrap: str, topic: str, **ops: str | None) -> None:
 def partition_count(bootstrap: str, topic: str) -> int:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+
+
+def assert_partitions(bootstrap: str, topic: str, expected: int) -> None:
+    """`topic` has `expected` partitions on `bootstrap` (within 30 s: a broker takes up the
+    controller's new partitions a moment after CreatePartitions returns)."""
+    wait_for(
+        f"{expected} partitions of '{topic}'",
+        lambda: partition_count(bootstrap, topic) == expected,
+        30,
+        state=lambda: f"{partition_count(bootstrap, topic)} partitions",
+    )
 
 
 class Flow:
@@ -641,14 +653,14 @@ def test_partitions_added_on_the_source_appear_on_the_target(
     topic = unique("grow")
     create_topic(primary, topic, partitions=2)
     flow.materialize([topic])
-    assert partition_count(backup, flow.remote(topic)) == 2
+    assert_partitions(backup, flow.remote(topic), 2)
 
     admin = AdminClient({"bootstrap.servers": primary})
     admin.create_partitions([NewPartitions(topic, 5)])[topic].result(timeout=30)
     meta = flow.metadata(flow.materialize([topic]))
     assert meta["partitions_added"] == 3
     assert meta["changes"][topic]["partitions_added"] == 3
-    assert partition_count(backup, flow.remote(topic)) == 5
+    assert_partitions(backup, flow.remote(topic), 5)
 
 
 def test_one_run_syncs_many_topics_and_skips_unselected(primary, backup, write_mm2_config) -> None:
@@ -695,5 +707,5 @@ def test_disabled_config_sync_still_follows_partitions(primary, backup, write_mm
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
     meta = flow.metadata(flow.materialize([topic]))
     assert meta["config_sync"].startswith("disabled")
-    assert partition_count(backup, flow.remote(topic)) == 3
+    assert_partitions(backup, flow.remote(topic), 3)
     assert overrides(backup, flow.remote(topic)) == {}

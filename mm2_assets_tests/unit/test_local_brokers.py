@@ -26,6 +26,21 @@ def test_extra_jvm_options_come_before_the_main_class(monkeypatch: pytest.Monkey
     assert command[-1] == "/tmp/server.properties"
 
 
+def test_mm2_takes_the_extra_options_and_runs_as_shipped_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mm2_assets.local.mirror_maker import mm2_command
+
+    monkeypatch.setenv(KAFKA_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    command = mm2_command(Path("/tmp/mm2.properties"))
+    main = command.index("org.apache.kafka.connect.mirror.MirrorMaker")
+    assert command.index("-XX:+UseSerialGC") < main
+    monkeypatch.delenv(KAFKA_JVM_OPTIONS_ENV)
+    # The benchmarks' reference peer: no option of ours, no class archive.
+    stock = mm2_command(Path("/tmp/mm2.properties"))
+    assert [o for o in stock if o.startswith("-X")] == ["-Xmx1g"]
+
+
 def test_no_extra_options_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KAFKA_JVM_OPTIONS_ENV, raising=False)
     command = broker_command(Path("/tmp/server.properties"), heap="512m")
