@@ -100,4 +100,4 @@ class SparkResource(LazyPySparkResource):
 
     def started_session(self) -> Any | None:
         """The session or context started through this resource, else None (none starts)."""
-        return self._spark_session or self._for_copy
+        return self._spark_session if self._spark_session is not None else self._for_copy
