@@ -1,4 +1,4 @@
-"""The Spark session a copy job runs in: which one (local, a cluster, Spark Connect), with what
+"""The Spark a copy job runs on: which one (local, a cluster, Spark Connect), with what
 settings, started on first use.
 
 `SessionSpec` is the plain description both homes of a session share: the Dagster `spark`
@@ -18,7 +18,6 @@ from typing import Any
 
 from mm2_assets.mm2.spark_settings import REMOTE_ENV, SparkSettings, local_slots
 from mm2_assets.spark.class_archive import driver_java_options
-from mm2_assets.spark.job import is_spark_connect
 
 # The Python daemon of local sessions (it forks their Python workers).
 PYTHON_DAEMON_MODULE = "mm2_assets.spark.python_daemon"
@@ -122,16 +121,6 @@ class SessionSpec:
             # Executors elsewhere import mm2_assets from this zip, first on their path.
             context.addPyFile(str(package_zip()))
         return context
-
-    def start(self) -> Any:
-        """A SparkSession (Spark Connect's when `remote_url()` says so) on what
-        `start_for_copy` starts or joins."""
-        spark = self.start_for_copy()
-        if is_spark_connect(spark):
-            return spark
-        from pyspark.sql import SparkSession
-
-        return SparkSession(spark)
 
 
 class LazySession:
