@@ -176,6 +176,8 @@ class FollowCopier(Copier):
         """The shortest gap (seconds) after a commit before a quiet one."""
         self.deadline = 0.0
         """When the open transaction must commit."""
+        self.drained = True
+        """Whether the last fetch took everything its consumer had queued."""
         # Ends the task as soon as its layout is replaced (see LeaseTail).
         self.lease_tail = (
             LeaseTail(spec.lease, spec.target_consumer, spec.transactional_id)
@@ -262,13 +264,22 @@ class FollowCopier(Copier):
         )
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:
-        """Up to `wanted` records (and events) within `timeout`. A follower must not wait for
-        a full batch (`consume` would hold a quiet flow's first record for the whole timeout):
-        it waits for the first record only, then takes what is already queued."""
-        first = self.consumer.poll(timeout)
-        if first is None:
-            return []
-        return [first, *self.consumer.consume(wanted - 1, timeout=0)]
+        """Up to `wanted` records (and events) within `timeout`, and whether the fetch took
+        all that was queued (`drained`).
+
+        With no transaction open, a follower must not wait for a full batch (`consume` would
+        hold a quiet flow's first record for the whole timeout): it waits for the first record
+        only, then takes what is already queued. With one open, nothing commits before the
+        timeout (the minimum gap, see `_next_ask`), so it gathers what arrives until then in
+        one fetch: one loop and one produce round per commit instead of one per arrival,
+        which at 500 records/s cost a task about as much CPU as its commits."""
+        if self.in_txn:
+            messages = self.consumer.consume(wanted, timeout=timeout)
+        else:
+            first = self.consumer.poll(timeout)
+            messages = [] if first is None else [first, *self.consumer.consume(wanted - 1, 0)]
+        self.drained = len(messages) < wanted
+        return messages
 
     def _opened(self, polled_at: float) -> None:
         """The open transaction commits one interval after the fetch that opened it."""
@@ -276,9 +287,9 @@ class FollowCopier(Copier):
         self.deadline = polled_at + self.interval
 
     def _after_fetch(self, fetched: Fetched) -> None:
-        """The follower's commit decision after a fetch (see `commit_due`): a fetch with no
-        record is quiet."""
-        quiet = not any(fetched.chunks.values())
+        """The follower's commit decision after a fetch (see `commit_due`): a fetch that took
+        all that was queued is quiet."""
+        quiet = self.drained
         if quiet and not self.in_txn and self._quiet_work():
             # Quiet partitions: write their held-back newest offset syncs, and progress past
             # offsets that held no record, now.
