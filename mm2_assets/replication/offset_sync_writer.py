@@ -5,11 +5,12 @@ same record on the target; checkpoints translate consumer groups' offsets with t
 task hands the writer each committed batch's offsets; the writer decides which syncs the batch
 needs and writes them:
 
-- inside the copy's transaction when the offset-syncs topic is on the target (the default:
-  the syncs are visible exactly when the records are), or
-- after the commit through a producer of its own when the topic is on the source
-  (`offset-syncs.topic.location = source`): a transaction cannot span two clusters, and written
-  after the commit they only ever describe durable records. Failed deliveries are counted and
+- inside the copy's transaction when the offset-syncs topic is on the target
+  (`offset-syncs.topic.location = target`: the syncs are visible exactly when the records
+  are), or
+- after the commit through a producer of its own when the topic is on the source (MM2's
+  default): a transaction cannot span two clusters, and written after the commit they only
+  ever describe durable records. Failed deliveries are counted and
   logged once per partition, never dropped silently.
 
 A pass writes every sync of `offset_syncs_for_batch`; a follower, which commits every few
