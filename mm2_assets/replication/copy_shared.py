@@ -137,7 +137,7 @@ class CopyTaskSpec:
     batch_records: int = 50_000
     batch_bytes: int = 32 * 1024 * 1024
     commit_interval_ms: int = 100
-    commit_min_interval_ms: int = 10
+    commit_min_interval_ms: int = 25
     # The flow's writer lease this task copies under (None only in tests of the task itself).
     lease: LeaseToken | None = None
 
