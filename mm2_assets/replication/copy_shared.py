@@ -11,7 +11,6 @@ besides a full batch (`_after_fetch`, `run`): `copy_pass.PassCopier` and
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -757,34 +756,17 @@ class Copier(ABC):
         lane.batch.upstream.append(upstream)
 
     def _commit(self) -> None:
-        """Commit the open transaction with each lane's progress and offset syncs.
-
-        Progress needs no downstream offset, so it goes in with the records, before any is
-        acknowledged: one produce round per commit, not two. Offset syncs do need them:
-        syncs bound for the target's offset-syncs topic join the transaction after a flush;
-        those bound for the source are worked out from the commit's delivery reports and
-        written after it (`_committed`)."""
-        progress = {
-            lane.key: self._produce_progress(lane)
-            for lane in self.lanes
-            if lane.batch.upstream or lane.unrecorded
-        }
-        staged: list[_Staged] | None = None
-        if self.syncs.in_transaction:
-            self._flush_batch()
-            staged = self._stage(progress)
+        """Flush the batch, add its offset syncs and progress, commit the transaction."""
+        self._flush_batch()
+        staged = [s for s in map(self._stage, self.lanes) if s is not None]
         try:
             self.producer.commit_transaction(120)
         except KafkaException as exc:
-            raise self._failed_transaction(
-                f"{self.spec.describe()}: transaction commit failed: {exc}"
-            ) from exc
-        if staged is None:
-            staged = self._stage(progress)
+            raise CopyError(f"{self.spec.describe()}: transaction commit failed: {exc}") from exc
         self.commits[0] += 1
         self.last_commit = time.monotonic()
-        for lane, syncs, lane_progress in staged:
-            self._committed(lane, syncs, lane_progress)
+        for lane, syncs, progress in staged:
+            self._committed(lane, syncs, progress)
         self.syncs.poll()
         self.txn_records = self.txn_bytes = 0
 
@@ -792,56 +774,40 @@ class Copier(ABC):
         """Wait for every record of the transaction; abort it and fail when one failed."""
         remaining = self.producer.flush(120)
         if self.errors or remaining:
-            raise self._failed_transaction(
+            self.producer.abort_transaction(60)
+            hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
+            raise CopyError(
                 f"{self.spec.describe()}: producing to the remote topics failed: "
-                f"{remaining} records not acknowledged"
+                f"{self.errors[:3] or f'{remaining} records not acknowledged'}{hint}"
             )
 
-    def _failed_transaction(self, otherwise: str) -> CopyError:
-        """The open transaction failed: abort it (best effort: the next attempt's producer
-        fences it anyway) and say why, naming the records whose delivery failed (and the
-        setting to raise for a record too large), else `otherwise`."""
-        with contextlib.suppress(KafkaException):
-            self.producer.abort_transaction(60)
-        if not self.errors:
-            hint = f" {_TOO_LARGE_HINT}" if _too_large(otherwise) else ""
-            return CopyError(f"{otherwise}{hint}")
-        hint = f" {_TOO_LARGE_HINT}" if any(_too_large(e) for e in self.errors) else ""
-        return CopyError(
-            f"{self.spec.describe()}: producing to the remote topics failed: "
-            f"{self.errors[:3]}{hint}"
-        )
-
-    def _stage(self, progress: Mapping[tuple[str, int], Progress]) -> list[_Staged]:
-        """Each lane's offset syncs for the transaction (from its records' delivery reports),
-        queued in it when the offset-syncs topic is on the target, with the lane's `progress`;
-        lanes with neither are left out."""
-        staged: list[_Staged] = []
-        for lane in self.lanes:
-            batch = lane.batch
-            if batch.upstream:
-                first_downstream = batch.downstream[batch.upstream[0]]
-                last_downstream = batch.downstream[batch.upstream[-1]]
-                syncs = self.syncs.batch_syncs(
-                    lane.key, batch.upstream, first_downstream, last_downstream
-                )
-                lane.downstream_next = last_downstream + 1
-            else:
-                # Quiet since the last commit: a held-back newest mapping is final.
-                syncs = self.syncs.quiet_syncs(lane.key)
-            lane_progress = progress.get(lane.key)
-            if lane_progress is None and not syncs:
-                continue
-            self.syncs.write_in_transaction(self.producer, syncs)
-            staged.append((lane, syncs, lane_progress))
-        return staged
+    def _stage(self, lane: Lane) -> _Staged | None:
+        """Add the lane's offset syncs and progress to the open transaction; None when it has
+        neither to add."""
+        batch = lane.batch
+        if batch.upstream:
+            first_downstream = batch.downstream[batch.upstream[0]]
+            last_downstream = batch.downstream[batch.upstream[-1]]
+            syncs = self.syncs.batch_syncs(
+                lane.key, batch.upstream, first_downstream, last_downstream
+            )
+            lane.downstream_next = last_downstream + 1
+        else:
+            # Quiet since the last commit: a held-back newest mapping is final.
+            syncs = self.syncs.quiet_syncs(lane.key)
+        progress = None
+        if batch.upstream or lane.unrecorded:
+            progress = self._produce_progress(lane)
+        if progress is None and not syncs:
+            return None
+        self.syncs.write_in_transaction(self.producer, syncs)
+        return lane, syncs, progress
 
     def _produce_progress(self, lane: Lane) -> Progress:
         """The lane's new progress, produced in the open transaction."""
         spec, batch, part = self.spec, lane.batch, lane.range
         # The position is never past a record not yet copied (it only moves to an
-        # end of log or a log start), so it may count for the progress too. Its
-        # `downstream_next` is the one known before this transaction's acknowledgements.
+        # end of log or a log start), so it may count for the progress too.
         progress = Progress(
             spec.flow,
             part.source_topic,
