@@ -29,6 +29,12 @@ stopped and the reader saw nothing new for a few seconds), p50/p90/p99/max, the 
 and the CPU cores, RSS (start, end and peak of the window) of the system's process tree and
 the brokers' CPU.
 
+Re-layout (`--relayout-seconds`, default 20; 0: none): after the rates, the follower and MM2,
+still running, get a second topic their configuration names, created on the source while 500
+records/s go to the first (`run_relayout`): the first topic's latency over that window (its
+max is what the re-layout cost partitions it did not change) and how long the new topic's
+records took to be visible on the target.
+
 Backlog mode (`--backlog N`): per system, a fresh topic filled with N records of
 `--value-size` bytes (bench.py's workload), then the system starts; drain = first record
 visible → last (records/s, start-up excluded), total = the system's start → last.
@@ -86,6 +92,13 @@ BIN = Path(sys.executable).parent
 PARTITIONS = 8
 SYSTEMS = ("follower", "mm2", "raw", "ours")
 PROBE = b"probe"
+# The re-layout phase (`run_relayout`): a second topic each system's pattern names, created
+# while records flow to the first at this rate.
+NEW_SUFFIX = "-new"
+NEW = b"new"
+RELAYOUT = b"relayout"
+RELAYOUT_RATE = 500
+RELAYOUT_SYSTEMS = ("follower", "mm2")
 # What the follower prints (mm2_assets/follow_command.py's PrintingReporter).
 LAYOUT_LINE = re.compile(
     r"following (\d+) partitions of (\d+) topics with (\d+) tasks \(layout (\d+)\)"
@@ -314,15 +327,16 @@ def open_transactions(bootstrap: str, topic: str) -> list[int]:
 # --- the systems -----------------------------------------------------------------------------
 
 
-def follower_properties(source: str, target: str, topic: str, extra: list[str]) -> str:
-    """mm2.properties of the follower: MM2's benchmark settings (see the module docstring),
-    then `extra` lines (`--follower-property`, for experiments)."""
+def follower_properties(source: str, target: str, topics: str, extra: list[str]) -> str:
+    """mm2.properties of the follower of `topics` (MM2's list of names or patterns): MM2's
+    benchmark settings (see the module docstring), then `extra` lines (`--follower-property`,
+    for experiments)."""
     return (
         "clusters = primary, backup\n"
         f"primary.bootstrap.servers = {source}\n"
         f"backup.bootstrap.servers = {target}\n"
         "primary->backup.enabled = true\n"
-        f"primary->backup.topics = {topic}\n"
+        f"primary->backup.topics = {topics}\n"
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
         "emit.heartbeats.enabled = false\n"
@@ -428,7 +442,9 @@ def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> 
     log = workdir / "out.log"
     source, target = ctx["source"], ctx["target"]
     if name == "follower":
-        config.write_text(follower_properties(source, target, topic, args.follower_property))
+        # Both topics the re-layout phase copies, named up front (see `run_relayout`).
+        topics = f"{topic}, {topic}{NEW_SUFFIX}"
+        config.write_text(follower_properties(source, target, topics, args.follower_property))
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}
         command = [sys.executable, "-m", "mm2_assets.cli", "follow", "--config", str(config)]
@@ -447,7 +463,7 @@ def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> 
             mm2_properties(
                 source,
                 target,
-                topic,
+                f"{topic}, {topic}{NEW_SUFFIX}",
                 tasks_max=PARTITIONS,
                 producer={"acks": "all", "enable.idempotence": "true"},
             )
@@ -676,13 +692,82 @@ def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argpars
     }
 
 
+def run_relayout(running: Running, phase: Phase, ctx: dict, args: argparse.Namespace) -> dict:
+    """What a re-layout costs the partitions it does not change (issue 27).
+
+    `RELAYOUT_RATE` records/s go to the system's topic for `--relayout-seconds`; a fifth of the
+    way in, the second topic its configuration names (`<topic>-new`) is created on the source
+    with one record per partition. The system picks it up at its own topic refresh (5 s here
+    for both) and re-plans: the follower takes its new layout up in the running tasks, MM2
+    reconfigures its connector's tasks. The first topic's latency over the window shows what
+    that cost the records already flowing (its max is the pause), and the new topic's records
+    when the new layout copied."""
+    new_topic = running.topic + NEW_SUFFIX
+    new_remote = running.remote[: -len(running.topic)] + new_topic
+    new_tally = Tally([NEW])
+    reader = TargetReader(ctx["target"], new_remote, new_tally)
+    sent = [0]
+
+    def produce() -> None:
+        sent[0] = produce_steady(
+            ctx["source"], running.topic, RELAYOUT_RATE, args.relayout_seconds, phase
+        )
+
+    producing = threading.Thread(target=produce, name="relayout-producer")
+    producing.start()
+    time.sleep(args.relayout_seconds / 5)
+    created_at = time.time()
+    admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
+    admin.create_topics([NewTopic(new_topic, PARTITIONS, 1)])[new_topic].result(60)
+    producer = Producer({"bootstrap.servers": ctx["source"]})
+    for p in range(PARTITIONS):
+        producer.produce(new_topic, key=b"%s-%d" % (NEW, p), value=b"n", partition=p)
+    producer.flush(30)
+    # The reader starts once the remote topic exists: it assigns the topic's partitions.
+    target_admin = AdminClient({"bootstrap.servers": ctx["target"]})
+    remote_at = None
+    while time.time() - created_at < args.warmup and running.alive():
+        if new_remote in target_admin.list_topics(timeout=10).topics:
+            remote_at = time.time()
+            reader.start()
+            break
+        time.sleep(0.1)
+    producing.join()
+    new = new_tally.phases[NEW]
+    deadline = time.monotonic() + args.drain_timeout
+    while time.monotonic() < deadline and running.alive():
+        if phase.distinct >= sent[0] and (remote_at is None or new.distinct >= PARTITIONS):
+            break
+        time.sleep(0.1)
+    reader.finish(idle=1.0)
+    values = phase.latencies()
+    return {
+        "rate": RELAYOUT_RATE,
+        "seconds": args.relayout_seconds,
+        "records": sent[0],
+        "arrived": phase.distinct,
+        "lost": sent[0] - phase.distinct,
+        "duplicated": phase.duplicates,
+        "p50_s": percentile(values, 0.5) if values else None,
+        "p99_s": percentile(values, 0.99) if values else None,
+        "max_s": max(values) if values else None,
+        "new_topic_clock": created_at,
+        "new_remote_topic_s": None if remote_at is None else remote_at - created_at,
+        "new_records": new.distinct,
+        "new_records_visible_s": (
+            new.last_at - created_at if new.distinct >= PARTITIONS and new.last_at else None
+        ),
+    }
+
+
 def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[int]) -> dict:
     """Start `name` once, time its start-up, then measure every rate in turn."""
     topic = f"lat-{name}-{int(time.time())}"
     admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
     phases = {rate: b"r%d" % rate for rate in rates}
-    tally = Tally([PROBE, *phases.values()])
+    tally = Tally([PROBE, RELAYOUT, *phases.values()])
+    relayout: dict | None = None
     settled = settle_brokers(ctx)
     print(f"{name}: brokers quiet after {settled['waited_s']} s ({settled['cores']} cores)")
     running = start_system(name, ctx, topic, args)
@@ -717,6 +802,9 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
                 f"{row['caught_up_after_s']} s after, {row['cpu_cores']:.2f} cores",
                 flush=True,
             )
+        if args.relayout_seconds and name in RELAYOUT_SYSTEMS:
+            relayout = run_relayout(running, tally.phases[RELAYOUT], ctx, args)
+            print(f"{name} re-layout: {json.dumps(relayout)}", flush=True)
     finally:
         stopped = running.stop()
         reader.finish()
@@ -756,6 +844,7 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         "reader_errors": tally.errors,
         "follower_log": log,
         "rates": rows,
+        "relayout": relayout,
     }
 
 
@@ -917,6 +1006,40 @@ def goals(systems: list[dict], backlog: list[dict]) -> list[str]:
     return ["## Goals (issue 27)", "", "| goal | measured | |", "|---|---|---|", *out, ""]
 
 
+def _relayout_section(systems: list[dict]) -> list[str]:
+    """The re-layout phase's table (see `run_relayout`), when it ran."""
+    rows = [s for s in systems if s.get("relayout")]
+    if not rows:
+        return []
+    first = rows[0]["relayout"]
+    lines = [
+        f"## A new topic under load ({first['rate']:,} records/s for {first['seconds']} s)",
+        "",
+        "| system | records | lost | duplicated | p50 s | p99 s | max s (the pause) "
+        "| created → remote topic s | created → its records visible s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in rows:
+        r = s["relayout"]
+        lines.append(
+            f"| {s['system']} | {r['records']:,} | {r['lost']} | {r['duplicated']} "
+            f"| {fmt(r['p50_s'], '.3f')} | {fmt(r['p99_s'], '.3f')} | {fmt(r['max_s'], '.3f')} "
+            f"| {fmt(r['new_remote_topic_s'])} | {fmt(r['new_records_visible_s'])} |"
+        )
+    return [
+        *lines,
+        "",
+        "After the rates, with the system still running: records go to its topic at this "
+        "rate; a fifth of the way in, a second topic its configuration names is created on "
+        "the source with one record per partition. Each system finds it at its topic refresh "
+        "(5 s) and re-plans (the follower takes the new layout up in its running tasks; MM2 "
+        "reconfigures its tasks). Latency columns: the first topic's records in the window, "
+        "whose partitions the re-layout did not change; the max is what the re-layout cost "
+        "them.",
+        "",
+    ]
+
+
 def markdown(report: dict) -> str:
     params = report["params"]
     failed = [r for r in report["systems"] + report["backlog"] if "error" in r]
@@ -1048,6 +1171,7 @@ def markdown(report: dict) -> str:
             "every second). The raw loop is 2 processes (one per core).",
             "",
         ]
+        lines += _relayout_section(systems)
     if backlog:
         mm2 = next((b for b in backlog if b["system"] == "mm2"), None)
         lines += [
@@ -1154,6 +1278,12 @@ def main() -> int:
         "--drain-timeout", type=int, default=120, help="wait for a rate's records after it"
     )
     parser.add_argument("--backlog-timeout", type=int, default=900)
+    parser.add_argument(
+        "--relayout-seconds",
+        type=int,
+        default=20,
+        help="after the rates, a new topic under load for this long (0: none)",
+    )
     parser.add_argument(
         "--warmup-records", type=int, default=300_000, help="untimed raw copy first (broker JIT)"
     )
