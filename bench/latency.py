@@ -832,6 +832,14 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         )
         if log is not None:
             row["follower_max_reported_lag"] = reported_lag(log, row["window_clock"])
+    if relayout is not None:
+        # Like the rates', counted once the system stopped and the reader saw nothing new.
+        moved = tally.phases[RELAYOUT]
+        relayout.update(
+            arrived=moved.distinct,
+            lost=relayout["records"] - moved.distinct,
+            duplicated=moved.duplicates,
+        )
     return {
         "system": name,
         "topic": topic,

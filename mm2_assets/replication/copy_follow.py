@@ -176,8 +176,6 @@ class FollowCopier(Copier):
         """The shortest gap (seconds) after a commit before a quiet one."""
         self.deadline = 0.0
         """When the open transaction must commit."""
-        self.drained = True
-        """Whether the last fetch took everything its consumer had queued."""
         # Ends the task as soon as its layout is replaced (see LeaseTail).
         self.lease_tail = (
             LeaseTail(spec.lease, spec.target_consumer, spec.transactional_id)
@@ -264,8 +262,7 @@ class FollowCopier(Copier):
         )
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:
-        """Up to `wanted` records (and events) within `timeout`, and whether the fetch took
-        all that was queued (`drained`).
+        """Up to `wanted` records (and events) within `timeout`.
 
         With no transaction open, a follower must not wait for a full batch (`consume` would
         hold a quiet flow's first record for the whole timeout): it waits for the first record
@@ -274,12 +271,9 @@ class FollowCopier(Copier):
         one fetch: one loop and one produce round per commit instead of one per arrival,
         which at 500 records/s cost a task about as much CPU as its commits."""
         if self.in_txn:
-            messages = self.consumer.consume(wanted, timeout=timeout)
-        else:
-            first = self.consumer.poll(timeout)
-            messages = [] if first is None else [first, *self.consumer.consume(wanted - 1, 0)]
-        self.drained = len(messages) < wanted
-        return messages
+            return self.consumer.consume(wanted, timeout=timeout)
+        first = self.consumer.poll(timeout)
+        return [] if first is None else [first, *self.consumer.consume(wanted - 1, 0)]
 
     def _opened(self, polled_at: float) -> None:
         """The open transaction commits one interval after the fetch that opened it."""
@@ -289,7 +283,7 @@ class FollowCopier(Copier):
     def _after_fetch(self, fetched: Fetched) -> None:
         """The follower's commit decision after a fetch (see `commit_due`): a fetch that took
         all that was queued is quiet."""
-        quiet = self.drained
+        quiet = fetched.drained
         if quiet and not self.in_txn and self._quiet_work():
             # Quiet partitions: write their held-back newest offset syncs, and progress past
             # offsets that held no record, now.

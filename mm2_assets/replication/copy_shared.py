@@ -370,6 +370,8 @@ class Fetched:
     """One fetch, sorted: records per lane (by `id`), and the lane events it carried."""
 
     chunks: dict[int, list[Message]] = field(default_factory=dict)
+    drained: bool = True
+    """Whether the fetch took everything its consumer had queued (fewer than it asked for)."""
     ends: list[tuple[Lane, int]] = field(default_factory=list)
     """End-of-partition events, applied once the records before them are copied."""
     out_of_range: list[Lane] = field(default_factory=list)
@@ -603,7 +605,9 @@ class Copier(ABC):
             if ask is None:
                 return
             polled_at = time.monotonic()
-            fetched = self._sort(self._fetch(*ask))
+            messages = self._fetch(*ask)
+            fetched = self._sort(messages)
+            fetched.drained = len(messages) < ask[0]
             self._copy_fetched(fetched, polled_at)
             self._after_fetch(fetched)
             self.producer.poll(0)
