@@ -12,6 +12,8 @@ import json
 import zlib
 from dataclasses import dataclass
 
+from mm2_assets.mm2.copy_map import CopiedRun
+
 PROGRESS_PARTITIONS = 4
 
 
@@ -31,6 +33,10 @@ class Progress:
     another id is not a resume point (None: written before ids were recorded).
     `lost_to_retention` counts, over the partition's life, offsets that retention or
     DeleteRecords removed before they were copied.
+    `resumed_from` is the `next_offset` the transaction's copy started from (None: unknown)
+    and `runs` where its records went (`copy_map.CopiedRun`; None: not known, () for a
+    transaction that only moved past offsets with no record): together they let a reader
+    chain a partition's transactions into exact offset translation (`copy_map.CopyMap`).
     """
 
     flow: str
@@ -40,6 +46,8 @@ class Progress:
     downstream_next: int
     topic_id: str | None = None
     lost_to_retention: int = 0
+    resumed_from: int | None = None
+    runs: tuple[CopiedRun, ...] | None = None
 
     def record_key(self) -> bytes:
         """Compaction key: one live record per flow, topic and partition."""
@@ -55,6 +63,9 @@ class Progress:
             value["topic_id"] = self.topic_id
         if self.lost_to_retention:
             value["lost_to_retention"] = self.lost_to_retention
+        if self.resumed_from is not None and self.runs is not None:
+            value["from"] = self.resumed_from
+            value["runs"] = [list(run) for run in self.runs]
         return json.dumps(value, separators=(",", ":")).encode()
 
     @classmethod
@@ -71,9 +82,23 @@ class Progress:
                 downstream_next=int(v["downstream_next"]),
                 topic_id=None if v.get("topic_id") is None else str(v["topic_id"]),
                 lost_to_retention=int(v.get("lost_to_retention", 0)),
+                resumed_from=None if v.get("from") is None else int(v["from"]),
+                runs=_runs(v.get("runs")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed progress record {key!r}: {exc}") from exc
+
+
+def _runs(value: object) -> tuple[CopiedRun, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError(f"runs must be a list, not {value!r}")
+    runs = []
+    for run in value:
+        upstream, downstream, count = (int(x) for x in run)
+        runs.append((upstream, downstream, count))
+    return tuple(runs)
 
 
 def progress_key(flow: str, topic: str, partition: int) -> bytes:

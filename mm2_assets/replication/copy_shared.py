@@ -32,6 +32,7 @@ from confluent_kafka import (
 
 from mm2_assets.kafka.clients import committed_reader_config
 from mm2_assets.kafka.transactions import init_transactional_producer
+from mm2_assets.mm2.copy_map import CopiedRun, copied_runs
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
 from mm2_assets.replication.offset_sync_writer import OffsetSyncWriter
@@ -810,6 +811,14 @@ class Copier(ABC):
     def _produce_progress(self, lane: Lane) -> Progress:
         """The lane's new progress, produced in the open transaction."""
         spec, batch, part = self.spec, lane.batch, lane.range
+        runs: tuple[CopiedRun, ...] | None = ()
+        if batch.upstream:
+            runs = copied_runs(
+                batch.upstream,
+                batch.downstream[batch.upstream[0]],
+                batch.downstream[batch.upstream[-1]],
+            )
+        resumed_from = lane.result.next_offset
         # The position is never past a record not yet copied (it only moves to an
         # end of log or a log start), so it may count for the progress too.
         progress = Progress(
@@ -820,6 +829,9 @@ class Copier(ABC):
             downstream_next=lane.downstream_next,
             topic_id=part.topic_id,
             lost_to_retention=lane.lost_total,
+            # An adopted start (-1) has no committed progress to chain from.
+            resumed_from=resumed_from if resumed_from >= 0 else None,
+            runs=runs,
         )
         self.producer.produce(
             spec.progress_topic,

@@ -13,6 +13,11 @@ runs through the later syncs (each span once otherwise); answers are cached for 
 Between two syncs there are at most `offset.lag.max` records plus the copy's gap edges, so the
 default bound covers every span of MM2's sync density. Beyond the bound, or wherever the
 pairing does not verify, the answer is MM2's rule from the last verified pair: never a skip.
+
+Most offsets need no reading at all: given the flow's `CopyMap` (where each copy transaction
+put its records, from the progress tail), an offset the map covers is answered from it, and
+the records are read only for the rest (groups behind the map's start, a copy that did not
+record its runs, a map that disagrees with the syncs).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from types import TracebackType
 from confluent_kafka import KafkaException, Message
 
 from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.mm2.copy_map import CopyMap
 from mm2_assets.mm2.exact_translation import (
     RecordIdentity,
     pairs_within,
@@ -64,8 +70,10 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         max_records: int,
         timeout: float = READ_TIMEOUT_S,
         clients: CheckpointClients | None = None,
+        copy_map: CopyMap | None = None,
     ) -> None:
         self.flow = flow
+        self.copy_map = copy_map
         self.store = store
         self.max_records = max_records
         self.timeout = timeout
@@ -107,6 +115,8 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             sync = self.store.lookup(tp, upstream_offset)
             if sync is None or sync.upstream_offset == upstream_offset:
                 continue
+            if self._mapped(tp, upstream_offset) is not None:
+                continue  # the copy recorded where it went: nothing to read
             key = (tp, sync.upstream_offset)
             self._wanted[key] = max(self._wanted.get(key, upstream_offset), upstream_offset)
         self._read_wanted()
@@ -194,6 +204,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         tp = TopicPartition(*topic_partition)
         if self.max_records == 0:
             return self.store.translate_downstream(group, tp, upstream_offset)
+        mapped = self._mapped(tp, upstream_offset)
+        if mapped is not None:
+            return mapped
         sync = self.store.lookup(tp, upstream_offset)
         if sync is None:
             return self._before_first_sync(tp)
@@ -203,6 +216,24 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         return translate_with_pairs(
             anchor, self._verified(tp, anchor, upstream_offset), upstream_offset
         )
+
+    def _mapped(self, tp: TopicPartition, upstream_offset: int) -> int | None:
+        """The copy map's answer for `upstream_offset`, when it has one and there is an
+        offset sync at or before it that the map does not contradict (the syncs are the
+        copy's too: a map that places the sync's record elsewhere describes another copy, and
+        the records decide)."""
+        if self.copy_map is None or self.max_records == 0:
+            return None
+        mapped = self.copy_map.translate(tp, upstream_offset)
+        if mapped is None:
+            return None
+        sync = self.store.lookup(tp, upstream_offset)
+        if sync is None:
+            return None  # as the pairing: no checkpoint before the first sync it can check
+        placed = self.copy_map.translate(tp, sync.upstream_offset)
+        if placed is not None and placed != sync.downstream_offset:
+            return None
+        return mapped
 
     def copied_through(self, topic_partition: tuple[str, int]) -> int | None:
         """One past the last upstream record found on the target by pairing the records after

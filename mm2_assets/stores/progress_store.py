@@ -25,6 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.copy_map import CopyMap
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
     Progress,
@@ -109,6 +110,8 @@ class ProgressTracker:
         self.flow = flow
         self.topic = progress_topic(flow.source.alias)
         self.progress: dict[PartitionKey, Progress] = {}
+        self.copy_map = CopyMap()
+        """Where the transactions read since the start went, chained per partition."""
         self._consumer = Consumer(
             committed_reader_config(
                 client_config(flow, "target", "consumer"),
@@ -155,6 +158,7 @@ class ProgressTracker:
         if any(tp.offset > ends[tp.partition] for tp in positions if tp.offset >= 0):
             # The topic was deleted and recreated: read the new one from its start.
             self.progress = {}
+            self.copy_map.clear()
             self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         self._consumer.resume(self._partitions())
         try:
@@ -187,7 +191,15 @@ class ProgressTracker:
                     continue
                 progress = decode_progress(msg, self.topic, self.flow.target.alias)
                 if progress.flow == self.flow.name:
-                    self.progress[(progress.topic, progress.partition)] = progress
+                    key = (progress.topic, progress.partition)
+                    self.progress[key] = progress
+                    self.copy_map.add(
+                        key,
+                        topic_id=progress.topic_id,
+                        resumed_from=progress.resumed_from,
+                        runs=progress.runs,
+                        next_offset=progress.next_offset,
+                    )
 
     def close(self) -> None:
         """Release the consumer."""
@@ -251,6 +263,16 @@ def tailed_flow_progress(
                 _TAILS.pop(key, None)
             tail.tracker.close()
             raise
+
+
+def tailed_copy_map(flow: FlowConfig) -> CopyMap | None:
+    """Where `flow`'s copy put its records, from the process's progress tail brought up to
+    date (`tailed_flow_progress`); None before the progress topic exists. Chains start where
+    the tail started reading, so a long-lived process answers more than a fresh one."""
+    tailed_flow_progress(flow)
+    with _TAILS_LOCK:
+        tail = _TAILS.get(_tail_key(flow))
+    return None if tail is None else tail.tracker.copy_map
 
 
 def _close_idle(*, exclude: tuple[str, str, str]) -> None:

@@ -17,9 +17,11 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.copy_map import CopyMap
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
 from mm2_assets.stores.offset_syncs import load_offset_sync_store
+from mm2_assets.stores.progress_store import tailed_copy_map
 from mm2_assets.stores.topic_reader import PartitionReader
 from mm2_assets_tests.integration.test_checkpoints import (
     checkpoint_and_sync,
@@ -127,12 +129,18 @@ def compacted_topic(primary: str) -> Iterator[str]:
 
 
 def exact_everywhere(
-    flow: FlowConfig, store: OffsetSyncStore, primary: str, backup: str, topics: list[str]
+    flow: FlowConfig,
+    store: OffsetSyncStore,
+    primary: str,
+    backup: str,
+    topics: list[str],
+    copy_map: CopyMap | None = None,
 ) -> int:
     """Translate every offset of partition 0 of `topics` from the first sync to past the log
-    end and compare with the record-by-record match; returns how many were checked."""
+    end (with `copy_map`, from it where it answers) and compare with the record-by-record
+    match; returns how many were checked."""
     checked = 0
-    with ExactOffsetTranslator(flow, store, max_records=10_000) as translator:
+    with ExactOffsetTranslator(flow, store, max_records=10_000, copy_map=copy_map) as translator:
         for topic in topics:
             upstream = committed_log(primary, topic, 0)
             downstream = committed_log(backup, f"primary.{topic}", 0)
@@ -144,6 +152,21 @@ def exact_everywhere(
                 assert got == exact_position(upstream, downstream, u), (topic, u)
                 checked += 1
     return checked
+
+
+def mapped_everywhere(copy_map: CopyMap, primary: str, backup: str, topics: list[str]) -> int:
+    """Every offset of partition 0 of `topics` the copy map answers, against the
+    record-by-record match; returns how many it answered."""
+    answered = 0
+    for topic in topics:
+        upstream = committed_log(primary, topic, 0)
+        downstream = committed_log(backup, f"primary.{topic}", 0)
+        for u in range(high_watermark(primary, topic, 0) + 2):
+            got = copy_map.translate((topic, 0), u)
+            if got is not None:
+                assert got == exact_position(upstream, downstream, u), (topic, u)
+                answered += 1
+    return answered
 
 
 def first_syncs_only(store: OffsetSyncStore) -> OffsetSyncStore:
@@ -257,6 +280,12 @@ def test_hard_cases_resume_exactly(
     exact_topics = [t for t in topics if t != trimmed_later]
     assert exact_everywhere(flow, store, primary, backup, exact_topics) > 200
     exact_everywhere(flow, first_syncs_only(store), primary, backup, exact_topics)
+    # Where the copy's own progress records say each record went: no reading back.
+    copy_map = tailed_copy_map(flow)
+    assert copy_map is not None
+    assert mapped_everywhere(copy_map, primary, backup, exact_topics) > 150
+    exact_everywhere(flow, store, primary, backup, exact_topics, copy_map=copy_map)
+    exact_everywhere(flow, first_syncs_only(store), primary, backup, exact_topics, copy_map)
 
 
 def test_randomized_sources_translate_exactly(
@@ -282,3 +311,7 @@ def test_randomized_sources_translate_exactly(
     all_topics = [*topics, compacted_topic]
     assert exact_everywhere(flow, store, primary, backup, all_topics) > 100
     assert exact_everywhere(flow, first_syncs_only(store), primary, backup, all_topics) > 100
+    copy_map = tailed_copy_map(flow)
+    assert copy_map is not None
+    assert mapped_everywhere(copy_map, primary, backup, all_topics) > 100
+    assert exact_everywhere(flow, store, primary, backup, all_topics, copy_map) > 100
