@@ -448,9 +448,10 @@ class FlowSettings:
         "mm2assets.exact.translation.max.records",
         at_least(0),
         "10000",
-        "Checkpoints translate exactly by pairing the copied records after an offset sync on "
-        "both clusters: at most this many per partition and sync per pass (0: MM2's rule, up "
-        "to `offset.lag.max` records re-read after failover).",
+        "Checkpoints translate exactly: from where the copy recorded each record went, else by "
+        "pairing the copied records after an offset sync on both clusters, at most this many "
+        "per partition and sync per pass (0: MM2's rule, up to `offset.lag.max` records "
+        "re-read after failover).",
         blank_is_default=True,
     )
     mm2assets_adopt_mm2_offsets: bool = flow_setting(

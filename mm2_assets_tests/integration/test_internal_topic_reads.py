@@ -24,7 +24,11 @@ from mm2_assets.stores.offset_syncs import (
     load_offset_sync_store,
     offset_syncs_location,
 )
-from mm2_assets.stores.progress_store import read_flow_progress, tailed_flow_progress
+from mm2_assets.stores.progress_store import (
+    ProgressTracker,
+    read_flow_progress,
+    tailed_flow_progress,
+)
 from mm2_assets.stores.topic_reader import (
     PartitionReader,
     PartitionTail,
@@ -222,6 +226,56 @@ def test_lag_measurements_tail_the_progress_topic_and_agree_with_a_whole_read(
     assert complete == read_flow_progress(flow)
     assert complete[("t1", 1)].next_offset == 10
     writer.abort_transaction(30)
+
+
+def test_the_progress_tracker_chains_transactions_and_holds_no_partition_between_reads(
+    backup, write_mm2_config
+) -> None:
+    """The follower's progress tracker reads what each transaction committed, chains the
+    runs its records went to (the copy map), reads past aborted transactions' markers, and
+    leaves its consumer unassigned between refreshes."""
+    source = unique("progmap").replace("-", "")
+    flow = load_mm2_config(write_mm2_config(aliases=(source, "backup"))).flows[0]
+    topic = progress_topic(source)
+    create_topic(backup, topic, partitions=PROGRESS_PARTITIONS)
+    writer = Producer({"bootstrap.servers": backup, "transactional.id": unique("progmap")})
+    writer.init_transactions(30)
+    partition = progress_partition(flow.name, "orders", 0)
+
+    def transaction(progress: Progress, *, commit: bool = True) -> None:
+        writer.begin_transaction()
+        writer.produce(
+            topic, key=progress.record_key(), value=progress.record_value(), partition=partition
+        )
+        if commit:
+            writer.commit_transaction(30)
+        else:
+            writer.abort_transaction(30)
+
+    def progress(resumed_from: int, runs: tuple, next_offset: int) -> Progress:
+        return Progress(
+            flow.name, "orders", 0, next_offset, 0, resumed_from=resumed_from, runs=runs
+        )
+
+    tracker = ProgressTracker(flow)
+    try:
+        transaction(progress(0, ((0, 0, 10),), 10))
+        assert tracker.refresh(complete=True)[("orders", 0)].next_offset == 10
+        assert tracker._consumer.assignment() == []
+        transaction(progress(10, ((10, 11, 5),), 15))
+        transaction(progress(15, ((99, 99, 1),), 100), commit=False)  # never committed
+        assert tracker.refresh(complete=True)[("orders", 0)].next_offset == 15
+        assert tracker._consumer.assignment() == []
+        transaction(progress(15, ((17, 17, 3),), 20))
+        assert tracker.refresh(complete=True)[("orders", 0)].next_offset == 20
+        # Each offset maps to the first record copied at or after it, across transactions.
+        assert [tracker.copy_map.translate(("orders", 0), u) for u in (0, 9, 10, 14, 15, 19)] == [
+            0, 9, 11, 15, 17, 19,
+        ]  # fmt: skip
+        assert tracker.copy_map.translate(("orders", 0), 20) is None  # not copied yet
+        assert tracker.refresh(complete=True) == read_flow_progress(flow)  # nothing new
+    finally:
+        tracker.close()
 
 
 def wait_for_topic_gone(admin, topic: str) -> None:
