@@ -9,12 +9,15 @@ records of one partition chain up: each starts where the last ended, so together
 every upstream offset from the chain's first copied record to its last, which downstream
 offset holds the first record copied at or after it. Offsets between runs hold no record the
 copy saw (transaction markers, aborted or compacted records, a retention gap), so the answer
-there is the next run's first record, as a record-by-record pairing would find.
+there is the next run's first record, as a record-by-record pairing would find; from the last
+copied record to where the latest transaction left the partition, it is right after that
+record (a group caught up with the copy).
 
 `CopyMap` keeps those chains for a long-lived reader of the progress topic (the process's
 progress tail), bounded in memory: past `max_segments` runs in all, every chain keeps its newest
-half. An offset it cannot answer (before a chain's start, past its last run, a chain broken by a
-record without runs) is left to the record-pairing translation. Pure logic, thread-safe.
+half. An offset it cannot answer (before a chain's start, past where its latest transaction left
+the partition, a chain broken by a record without runs) is left to the record-pairing
+translation. Pure logic, thread-safe.
 """
 
 from __future__ import annotations
@@ -88,7 +91,11 @@ class _Chain:
             return None
         index = bisect.bisect_right(self.ends, upstream_offset)
         if index == len(self.ends):
-            return None  # past the last record the chain knows was copied
+            if upstream_offset > self.next_offset:
+                return None  # records may have been copied since that the chain has not seen
+            # Nothing copied from here to where the latest transaction left the partition:
+            # right after the last copied record (what follows it is all at or after).
+            return self.downstream[-1] + self.ends[-1] - self.starts[-1]
         start = self.starts[index]
         return self.downstream[index] + max(0, upstream_offset - start)
 

@@ -59,8 +59,9 @@ def test_chained_transactions_translate_every_offset_to_the_next_copied_record()
         16: 5,
         17: 6,  # aborted at the source: the next copied record
         18: 6,
-        19: None,  # past the last copied record: unknown
-        20: None,
+        19: 7,  # caught up: right after the last copied record
+        20: 7,
+        21: None,  # past where the latest transaction left the partition: unknown
     }
     assert {u: copy_map.translate(TP, u) for u in expected} == expected
 
@@ -122,9 +123,14 @@ def test_random_copies_translate_as_a_record_by_record_match() -> None:
             _feed(copy_map, resumed, runs, next_offset)
             resumed = next_offset
         copied = sorted(placed)
-        for u in range(copied[0], copied[-1] + 1):
-            first_at_or_after = next(offset for offset in copied if offset >= u)
-            assert copy_map.translate(TP, u) == placed[first_at_or_after], u
+        for u in range(copied[0], next_offset + 2):
+            first_at_or_after = next((offset for offset in copied if offset >= u), None)
+            if first_at_or_after is not None:
+                assert copy_map.translate(TP, u) == placed[first_at_or_after], u
+            elif u <= next_offset:
+                assert copy_map.translate(TP, u) == placed[copied[-1]] + 1, u
+            else:
+                assert copy_map.translate(TP, u) is None, u
 
 
 def test_progress_records_carry_their_runs_and_old_records_read_without() -> None:
