@@ -123,7 +123,7 @@ class ProgressTracker:
         # Where each progress partition is read to. Between refreshes the consumer holds no
         # partition: assigned, it would ask the broker every `fetch.wait.max.ms` for as long as
         # the follower lives; paused and resumed, librdkafka fetched nothing for 0.6-0.9 s
-        # after each resume (measured), which every report and checkpoint pass waited out.
+        # after a resume (measured with refreshes up to a second apart).
         self._positions = dict.fromkeys(range(PROGRESS_PARTITIONS), OFFSET_BEGINNING)
         self._admin = flow_admin(flow, "target")
 
