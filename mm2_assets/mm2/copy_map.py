@@ -70,16 +70,30 @@ class _Chain:
 
     topic_id: str | None
     next_offset: int
-    """Where the chain's latest transaction left the partition: the next one starts here."""
+    """Where the chain's latest transaction left the partition (its first: where it resumed
+    from): the next one starts here."""
     ends: array = field(default_factory=lambda: array("q"))
     starts: array = field(default_factory=lambda: array("q"))
     downstream: array = field(default_factory=lambda: array("q"))
 
-    def add(self, runs: Iterable[CopiedRun]) -> int:
+    def accepts(self, runs: Sequence[CopiedRun]) -> bool:
+        """Whether `runs` come after the chain's on both sides, each after the one before.
+        A run before the chain's end downstream means the remote partition was recreated
+        or truncated: the older runs place records on a log that is gone."""
+        # The chain's copy resumed from `next_offset`: its next records come after it.
+        upstream_end, downstream_end = self.next_offset, 0
+        if self.ends:
+            downstream_end = self.downstream[-1] + self.ends[-1] - self.starts[-1]
+        for upstream, downstream, count in runs:
+            if count < 1 or upstream < upstream_end or downstream < downstream_end:
+                return False
+            upstream_end, downstream_end = upstream + count, downstream + count
+        return True
+
+    def extend(self, runs: Iterable[CopiedRun]) -> int:
+        """Append `runs` (which the chain `accepts`); how many."""
         added = 0
         for upstream, downstream, count in runs:
-            if self.ends and upstream < self.ends[-1]:
-                raise ValueError(f"run at {upstream} overlaps the chain's end {self.ends[-1]}")
             self.ends.append(upstream + count)
             self.starts.append(upstream)
             self.downstream.append(downstream)
@@ -142,15 +156,16 @@ class CopyMap:
                 and resumed_from == chain.next_offset
                 and chain.topic_id == topic_id
             )
-            if not follows:
-                self._drop(topic_partition)
-                chain = self._chains[topic_partition] = _Chain(topic_id, next_offset)
-            assert chain is not None
-            try:
-                self._segments += chain.add(runs)
-            except ValueError:
-                self._drop(topic_partition)
+            if runs and next_offset < runs[-1][0] + runs[-1][2]:
+                self._drop(topic_partition)  # left the partition before its own records
                 return
+            if chain is None or not follows or not chain.accepts(runs):
+                self._drop(topic_partition)
+                chain = _Chain(topic_id, max(0, resumed_from or 0))
+                if not chain.accepts(runs):
+                    return  # not a copy's runs: nothing to chain from
+                self._chains[topic_partition] = chain
+            self._segments += chain.extend(runs)
             chain.next_offset = next_offset
             if self._segments > self.max_segments:
                 self._halve()

@@ -77,7 +77,7 @@ def test_a_transaction_that_does_not_follow_starts_a_new_chain() -> None:
     assert copy_map.translate(TP, 9) == 8
 
 
-def test_unknown_runs_another_topic_id_or_an_overlap_break_the_chain() -> None:
+def test_unknown_runs_another_topic_id_or_runs_going_back_break_the_chain() -> None:
     copy_map = CopyMap()
     _feed(copy_map, 0, ((0, 0, 5),), 5)
     _feed(copy_map, 5, None, 8)  # a writer that did not record its runs
@@ -86,9 +86,21 @@ def test_unknown_runs_another_topic_id_or_an_overlap_break_the_chain() -> None:
     _feed(copy_map, 10, ((10, 3, 2),), 12, topic_id="b")  # recreated source topic
     assert copy_map.translate(TP, 8) is None
     assert copy_map.translate(TP, 10) == 3
-    _feed(copy_map, 12, ((11, 6, 2),), 13, topic_id="b")  # overlaps: not a copy's record
+    # Records before where the transaction resumed: not a copy's record, the chain goes.
+    _feed(copy_map, 12, ((11, 6, 2),), 13, topic_id="b")
     assert copy_map.translate(TP, 10) is None
     assert copy_map.segments() == 0
+    _feed(copy_map, 13, ((13, 8, 1),), 14, topic_id="b")  # a new chain from here
+    assert copy_map.translate(TP, 13) == 8
+    _feed(copy_map, 14, ((15, 10, 2), (14, 9, 1)), 17, topic_id="b")  # runs going back
+    assert copy_map.translate(TP, 13) is None
+    _feed(copy_map, 17, ((17, 20, 1),), 16, topic_id="b")  # left before its own record
+    assert copy_map.segments() == 0
+    _feed(copy_map, 20, ((20, 50, 5),), 25, topic_id="b")
+    _feed(copy_map, 25, ((25, 0, 5),), 30, topic_id="b")  # the remote topic was recreated
+    assert copy_map.translate(TP, 22) is None
+    assert copy_map.translate(TP, 27) == 2
+    assert copy_map.segments() == 1
 
 
 def test_memory_is_bounded_and_the_newest_runs_stay() -> None:
