@@ -14,13 +14,11 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
-    KafkaException,
     Producer,
 )
 
@@ -28,7 +26,6 @@ from mm2_assets.kafka.admin import admin_timeout_s
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.copy_map import CopyMap
 from mm2_assets.mm2.offset_translation import (
     DownstreamTranslator,
     OffsetSyncStore,
@@ -49,9 +46,7 @@ from mm2_assets.stores.checkpoint_store import (
 from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
 from mm2_assets.stores.offset_syncs import load_offset_sync_store
 from mm2_assets.stores.progress_store import tailed_copy_map
-from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicReadError
-
-log = logging.getLogger(__name__)
+from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
 
 
 class CheckpointError(RuntimeError):
@@ -332,22 +327,13 @@ def _translate(
         max_records=flow.mm2assets_exact_translation_max_records,
         timeout=timeout,
         clients=clients,
-        copy_map=_copy_map(flow),
+        # The recreated-topic check read the progress tail after the group offsets.
+        copy_map=tailed_copy_map(flow),
     ) as translator:
         translator.prepare(
             item for committed in group_offsets.values() for item in committed.items()
         )
         return plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
-
-
-def _copy_map(flow: FlowConfig) -> CopyMap | None:
-    """The flow's copy map, or None when the progress topic cannot be read now: the records
-    are then read back for every offset, as without one."""
-    try:
-        return tailed_copy_map(flow)
-    except (KafkaException, TopicReadError) as exc:
-        log.warning("%s: progress tail unavailable, pairing records instead: %s", flow.name, exc)
-        return None
 
 
 def _write_checkpoints(

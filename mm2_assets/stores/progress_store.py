@@ -272,10 +272,9 @@ def tailed_flow_progress(
 
 
 def tailed_copy_map(flow: FlowConfig) -> CopyMap | None:
-    """Where `flow`'s copy put its records, from the process's progress tail brought up to
-    date (`tailed_flow_progress`); None before the progress topic exists. Chains start where
-    the tail started reading, so a long-lived process answers more than a fresh one."""
-    tailed_flow_progress(flow)
+    """Where `flow`'s copy put its records, from the process's progress tail as its last
+    `tailed_flow_progress` left it (no read here); None without a tail. Chains start where the
+    tail started reading, so a long-lived process answers more than a fresh one."""
     with _TAILS_LOCK:
         tail = _TAILS.get(_tail_key(flow))
     return None if tail is None else tail.tracker.copy_map

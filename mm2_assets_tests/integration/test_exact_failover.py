@@ -21,7 +21,7 @@ from mm2_assets.mm2.copy_map import CopyMap
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
 from mm2_assets.stores.offset_syncs import load_offset_sync_store
-from mm2_assets.stores.progress_store import tailed_copy_map
+from mm2_assets.stores.progress_store import tailed_copy_map, tailed_flow_progress
 from mm2_assets.stores.topic_reader import PartitionReader
 from mm2_assets_tests.integration.test_checkpoints import (
     checkpoint_and_sync,
@@ -281,6 +281,7 @@ def test_hard_cases_resume_exactly(
     assert exact_everywhere(flow, store, primary, backup, exact_topics) > 200
     exact_everywhere(flow, first_syncs_only(store), primary, backup, exact_topics)
     # Where the copy's own progress records say each record went: no reading back.
+    tailed_flow_progress(flow)  # read what the passes committed
     copy_map = tailed_copy_map(flow)
     assert copy_map is not None
     assert mapped_everywhere(copy_map, primary, backup, exact_topics) > 150
@@ -311,6 +312,7 @@ def test_randomized_sources_translate_exactly(
     all_topics = [*topics, compacted_topic]
     assert exact_everywhere(flow, store, primary, backup, all_topics) > 100
     assert exact_everywhere(flow, first_syncs_only(store), primary, backup, all_topics) > 100
+    tailed_flow_progress(flow)  # read what the passes committed
     copy_map = tailed_copy_map(flow)
     assert copy_map is not None
     assert mapped_everywhere(copy_map, primary, backup, all_topics) > 100
