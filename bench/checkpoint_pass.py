@@ -23,9 +23,11 @@ after an optimisation. One run:
    offset-syncs topic real syncs from `OffsetSyncWriter`, after the pre-filled ones;
 5. 20 consumer groups (`soak-group-N`, soak.py's `Groups`) commit on the source without
    fetching: group N sits 20*N records behind each partition's end;
-6. runs `--passes` checkpoint passes exactly as `Follower._checkpoints` does: one long-lived
-   `OffsetSyncTail` and `CheckpointTail`, then per pass `refresh`, `find_checkpoint_groups`
-   over the 20 groups (the follower's decided groups) and `emit_checkpoints`. Before every
+6. runs `--passes` checkpoint passes as `Follower._checkpoints` does: one long-lived
+   `OffsetSyncTail` and `CheckpointTail`, then per pass `emit_checkpoints` over the 20 groups
+   (the follower's decided groups), which refreshes the tails and reads the groups' offsets
+   side by side (before 2026-11-27 the bench, as the follower, did those first, one after
+   the other). Unlike the follower, each pass makes its own clients. Before every
    pass after the first (`--advance`, on by default) `--advance-records` more records are
    produced to each partition, copied the same way, and the groups commit again, so each pass
    has new syncs and new group offsets, as in a live flow. A pass that fails (the sync tail's
@@ -35,8 +37,8 @@ after an optimisation. One run:
    timings: the calling thread and every thread the pass starts (exact translation reads its
    spans on a thread pool), top entries written beside the results.
 
-Timed per pass: the sync tail's refresh, `find_checkpoint_groups`, and `emit_checkpoints`
-(its own `CheckpointRun.seconds`: what the soak's `pass_seconds` is), with
+Timed per pass: `emit_checkpoints` (its own `CheckpointRun.seconds`: what the soak's
+`pass_seconds` is), the sync tail's refresh and `find_checkpoint_groups` from its phases, with
 `CheckpointRun.phases` when the code has it. Checked per pass: every group holds a checkpoint
 for every partition, none untranslated, and each emitted checkpoint's upstream offset is the
 group's committed one.
@@ -105,7 +107,7 @@ from soak import (
 from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.kafka.consumer_groups import GroupOffsets, find_checkpoint_groups
+from mm2_assets.kafka.consumer_groups import GroupOffsets
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig
@@ -114,7 +116,6 @@ from mm2_assets.replication.replication_plan import assign_tasks, plan_replicati
 from mm2_assets.stores.checkpoint_store import CheckpointTail
 from mm2_assets.stores.offset_syncs import OffsetSyncTail
 from mm2_assets.stores.progress_store import close_progress_tails
-from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
 from mm2_assets.stores.writer_lease import WriterLease
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -365,8 +366,15 @@ BREAKDOWN = (
     ("main", "checkpoint_task.py", "plan_checkpoints", "translating (plan_checkpoints)"),
     ("main", "checkpoint_task.py", "_write_checkpoints", "writing the checkpoints"),
     ("main", "checkpoint_task.py", "_hold_recreated", "recreated-topic check (progress tail)"),
-    ("main", "checkpoint_task.py", "_previous_checkpoints", "checkpoint tail refresh"),
-    ("main", "checkpoint_store.py", "ensure_checkpoints_topic", "ensuring the checkpoints topic"),
+    ("threads", "checkpoint_store.py", "refresh", "checkpoint tail refresh (side by side)"),
+    ("threads", "offset_syncs.py", "refresh", "sync tail refresh (side by side)"),
+    ("threads", "consumer_groups.py", "find_checkpoint_groups", "group offsets (side by side)"),
+    (
+        "threads",
+        "checkpoint_store.py",
+        "ensure_checkpoints_topic",
+        "ensuring the checkpoints topic (side by side)",
+    ),
     ("main", "exact_offsets.py", "<dictcomp>", "exact translation: listing both clusters"),
     ("threads", "exact_offsets.py", "_verified", "span readers: spans read"),
     ("threads", "topic_reader.py", "watermarks", "span readers: watermark requests"),
@@ -463,7 +471,6 @@ def checkpoint_pass(
     """One pass as `Follower._checkpoints` runs it, each step timed. A pass that fails is
     reported (`error`) and the next one goes on, as the follower's interval work does: the
     tails keep what they read, so a sync tail read that timed out resumes where it stopped."""
-    timeout = max(READ_TIMEOUT_S, flow.admin_timeout_ms / 1000)
     syncs_read, checkpoints_read = syncs.records_read, checkpoints.records_read
     row: dict[str, Any] = dict.fromkeys(("refresh_s", "find_groups_s", "emit_wall_s"))
     run: CheckpointRun | None = None
@@ -471,19 +478,15 @@ def checkpoint_pass(
     error = None
     started = time.monotonic()
     try:
-        store = _timed(row, "refresh_s", partial(syncs.refresh, timeout=timeout))
-        group_offsets = _timed(row, "find_groups_s", partial(find_checkpoint_groups, flow, groups))
         run = _timed(
             row,
             "emit_wall_s",
-            partial(
-                emit_checkpoints,
-                flow,
-                group_offsets=group_offsets,
-                store=store,
-                checkpoints=checkpoints,
-            ),
+            partial(emit_checkpoints, flow, groups=groups, syncs=syncs, checkpoints=checkpoints),
         )
+        # The pass reads the sync tail and the groups' offsets itself, beside its other reads.
+        row["refresh_s"] = run.phases.get("syncs")
+        row["find_groups_s"] = run.phases.get("groups")
+        group_offsets = dict(run.committed)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
     total = time.monotonic() - started
@@ -747,7 +750,9 @@ def markdown(report: dict) -> str:
         "",
         "As `Follower._checkpoints`: one `OffsetSyncTail` and one `CheckpointTail` for the run; "
         "per pass the tail's refresh, `find_checkpoint_groups` (the 20 groups), "
-        "`emit_checkpoints` (its `CheckpointRun.seconds`, the soak's `pass_seconds`). Seconds.",
+        "`emit_checkpoints` (its `CheckpointRun.seconds`, the soak's `pass_seconds`). Seconds. "
+        "Where the pass reads the tail and the groups itself, side by side with its other "
+        "reads, `refresh` and `find groups` are its phases, and part of `emit_checkpoints`.",
         "",
         "| pass | refresh | syncs read | find groups | emit_checkpoints | total | groups "
         "(emitting) | checkpoints emitted | syncs in store | check | emit phases | "

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from confluent_kafka import (
     Producer,
@@ -24,7 +25,7 @@ from confluent_kafka import (
 
 from mm2_assets.kafka.admin import admin_timeout_s
 from mm2_assets.kafka.clients import client_config
-from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
+from mm2_assets.kafka.consumer_groups import GroupOffsets, find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
     DownstreamTranslator,
@@ -44,9 +45,11 @@ from mm2_assets.stores.checkpoint_store import (
     read_checkpoints,
 )
 from mm2_assets.stores.exact_offsets import ExactOffsetTranslator
-from mm2_assets.stores.offset_syncs import load_offset_sync_store
+from mm2_assets.stores.offset_syncs import OffsetSyncTail, load_offset_sync_store
 from mm2_assets.stores.progress_store import tailed_copy_map
 from mm2_assets.stores.topic_reader import READ_TIMEOUT_S
+
+T = TypeVar("T")
 
 
 class CheckpointError(RuntimeError):
@@ -130,8 +133,10 @@ class CheckpointRun:
     seconds: float = 0.0
     """How long the pass took (reading the stores, translating, writing)."""
     phases: dict[str, float] = field(default_factory=dict)
-    """Seconds of each step of the pass (`target`, `groups`, `syncs`, `previous`,
-    `recreated`, `translate`, `write`): where a slow pass spends its time."""
+    """Seconds of each step of the pass (`target`, `groups`, `syncs`, `previous`, read side by
+    side, then `recreated`, `translate`, `write`): where a slow pass spends its time."""
+    committed: Mapping[str, GroupOffsets] = field(default_factory=dict)
+    """The source's committed offsets of the groups the pass considered."""
 
     @property
     def emitted(self) -> int:
@@ -182,23 +187,23 @@ def plan_checkpoints(
 def emit_checkpoints(
     flow: FlowConfig,
     *,
-    group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None = None,
-    store: OffsetSyncStore | None = None,
+    groups: Iterable[str] | None = None,
+    syncs: OffsetSyncTail | None = None,
     checkpoints: CheckpointTail | None = None,
     clients: CheckpointClients | None = None,
     now_ms: int | None = None,
 ) -> CheckpointRun:
     """One MirrorCheckpointTask pass for `flow`; see the module docstring.
 
-    `group_offsets` (source committed offsets per group) and `store` default to reading
-    them from the clusters; tests and callers that already hold them may pass them in. A
-    long-lived caller passes its `checkpoints` tail (default: the topic is read whole) and
-    its `clients` (default: clients for this pass, closed at its end).
+    `groups` are the groups to consider (the group listener's decision; default: list the
+    source's groups). A long-lived caller passes its `syncs` and `checkpoints` tails (default:
+    both topics are read whole) and its `clients` (default: clients for this pass, closed at
+    its end).
     """
     own = clients is None
     clients = clients or CheckpointClients(flow)
     try:
-        return _pass(flow, group_offsets, store, checkpoints, clients, now_ms)
+        return _pass(flow, groups, syncs, checkpoints, clients, now_ms)
     finally:
         if own:
             clients.close()
@@ -206,8 +211,8 @@ def emit_checkpoints(
 
 def _pass(
     flow: FlowConfig,
-    group_offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]] | None,
-    store: OffsetSyncStore | None,
+    groups: Iterable[str] | None,
+    syncs: OffsetSyncTail | None,
     checkpoints: CheckpointTail | None,
     clients: CheckpointClients,
     now_ms: int | None,
@@ -218,18 +223,39 @@ def _pass(
     started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
     step = PassSteps(run.phases)
-    with step("target"):
-        run.created_topic = ensure_checkpoints_topic(flow, clients.admin("target"))
-    if group_offsets is None:
-        with step("groups"):
-            group_offsets = find_checkpoint_groups(flow, admin=clients.admin("source"))
-    # The store must be read to its end before translating (MM2's readToEnd guard).
-    if store is None:
-        with step("syncs"):
-            store = load_offset_sync_store(flow, timeout=read_timeout)
+    # Four round trips to two clusters that need nothing from each other: side by side, a
+    # pass waits for the slowest, not their sum (on a busy host each also waits for a core).
+    # The store is read to its end before translating (MM2's readToEnd guard).
+    read = clients.at_once(
+        {
+            "target": step.timed("target", ensure_checkpoints_topic, flow, clients.admin("target")),
+            "groups": step.timed(
+                "groups", find_checkpoint_groups, flow, groups, admin=clients.admin("source")
+            ),
+            "syncs": (
+                step.timed("syncs", syncs.refresh, timeout=read_timeout)
+                if syncs is not None
+                else step.timed("syncs", load_offset_sync_store, flow, timeout=read_timeout)
+            ),
+            "previous": (
+                step.timed("previous", checkpoints.refresh, timeout=read_timeout)
+                if checkpoints is not None
+                else step.timed(
+                    "previous",
+                    read_checkpoints,
+                    client_config(flow, "target", "consumer"),
+                    topic,
+                    timeout=read_timeout,
+                )
+            ),
+        }
+    )
+    run.created_topic = read["target"]
+    run.committed = group_offsets = read["groups"]
+    store: OffsetSyncStore = read["syncs"]
     run.synced_partitions = len(store.partitions())
-    with step("previous"):
-        previous = _previous_checkpoints(flow, topic, group_offsets, checkpoints, read_timeout)
+    previous = {g: read["previous"][g] for g in group_offsets if g in read["previous"]}
+    # After the group offsets: the copy map it refreshes then covers what they committed.
     with step("recreated"):
         group_offsets, held = _hold_recreated(flow, group_offsets, run, clients)
     with step("translate"):
@@ -251,11 +277,21 @@ def _pass(
 
 
 class PassSteps:
-    """Times the steps of a pass into `phases` (step name -> seconds); `with steps("name"):`.
-    A caller that reads the stores itself (the follower) times those steps with one too."""
+    """Times the steps of a pass into `phases` (step name -> seconds); `with steps("name"):`,
+    or `steps.timed(name, fn, ...)` for a step run on another thread. Steps run side by side
+    overlap: their times add up to more than the pass's."""
 
     def __init__(self, phases: dict[str, float]) -> None:
         self.phases = phases
+
+    def timed(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Callable[[], T]:
+        """`fn(*args, **kwargs)` as a call that times itself as step `name`."""
+
+        def call() -> T:
+            with self(name):
+                return fn(*args, **kwargs)
+
+        return call
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -264,26 +300,6 @@ class PassSteps:
             yield
         finally:
             self.phases[name] = round(time.monotonic() - started, 4)
-
-
-def _previous_checkpoints(
-    flow: FlowConfig,
-    topic: str,
-    group_offsets: _CommittedOffsets,
-    checkpoints: CheckpointTail | None,
-    timeout: float,
-) -> LatestCheckpoints:
-    """The latest checkpoints already on the target of the groups of `group_offsets`, from
-    the caller's tail, else from the whole checkpoints topic."""
-    if checkpoints is None:
-        return read_checkpoints(
-            client_config(flow, "target", "consumer"),
-            topic,
-            groups=group_offsets,
-            timeout=timeout,
-        )
-    latest = checkpoints.refresh(timeout=timeout)
-    return {g: latest[g] for g in group_offsets if g in latest}
 
 
 def _hold_recreated(

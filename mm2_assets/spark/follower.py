@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, PassSteps, emit_checkpoints
+from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, emit_checkpoints
 from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
 from mm2_assets.kafka.admin import TopicInfo, admin_timeout_s, end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.clients import idempotent_producer
@@ -645,26 +645,13 @@ class Follower:
             self._checkpoint_tail = CheckpointTail(self.flow)
         if self._checkpoint_clients is None:
             self._checkpoint_clients = CheckpointClients(self.flow)
-        clients = self._checkpoint_clients
-        read: dict[str, float] = {}
-        step = PassSteps(read)
-        with step("syncs"):
-            timeout = max(READ_TIMEOUT_S, admin_timeout_s(self.flow))
-            store = self._syncs.refresh(timeout=timeout)
-        with step("groups"):
-            group_offsets = find_checkpoint_groups(
-                self.flow, self._decided_groups(), admin=clients.admin("source")
-            )
         run = emit_checkpoints(
             self.flow,
-            group_offsets=group_offsets,
-            store=store,
+            groups=self._decided_groups(),
+            syncs=self._syncs,
             checkpoints=self._checkpoint_tail,
-            clients=clients,
+            clients=self._checkpoint_clients,
         )
-        # The pass's time includes reading the stores it was handed.
-        run.phases = {**read, **run.phases}
-        run.seconds += sum(read.values())
         return partial(self.reporter.checkpoints, run)
 
     def _decided_groups(self) -> list[str] | None:

@@ -9,9 +9,9 @@ pass makes its own and closes it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -27,6 +27,9 @@ READERS = 8
 """Spans read side by side by exact translation: each is a few round trips, and a pass of many
 groups and partitions would otherwise wait for them one after another."""
 _READER_GROUP = "mm2-assets-offset-translation"
+STEPS = 4
+"""A pass's independent reads run side by side (`at_once`): the target's checkpoints topic, the
+source's group offsets, the offset syncs and the checkpoints already written."""
 
 
 class CheckpointClients:
@@ -37,6 +40,8 @@ class CheckpointClients:
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
         self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="exact-offsets")
+        # Apart from the readers: a step never waits on a thread its own pool would need.
+        self._steps = ThreadPoolExecutor(STEPS, thread_name_prefix="checkpoint-steps")
         self._local = threading.local()
         self._lock = threading.Lock()
         self._readers: list[PartitionReader] = []
@@ -59,6 +64,13 @@ class CheckpointClients:
     def map(self, fn: Callable[[T], object], items: Iterable[T]) -> None:
         """Run `fn` over `items` on the reader threads; returns when all are done."""
         list(self._pool.map(fn, items))
+
+    def at_once(self, calls: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+        """Run `calls` side by side; their results by name. Every call has ended when this
+        returns or raises (the first failure in `calls`' order), so none is left reading."""
+        futures = {name: self._steps.submit(call) for name, call in calls.items()}
+        wait(futures.values())
+        return {name: future.result() for name, future in futures.items()}
 
     def reader(self, side: Side) -> PartitionReader:
         """The calling thread's partition reader of the flow's `side` cluster."""
@@ -84,6 +96,7 @@ class CheckpointClients:
     def close(self) -> None:
         """Stop the threads, then close every consumer (the producer has nothing pending:
         each pass waits for its checkpoints' acknowledgements)."""
+        self._steps.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         with self._lock:
             readers, self._readers = self._readers, []
