@@ -135,6 +135,9 @@ class CheckpointRun:
     phases: dict[str, float] = field(default_factory=dict)
     """Seconds of each step of the pass (`target`, `groups`, `syncs`, `previous`, read side by
     side, then `recreated`, `translate`, `write`): where a slow pass spends its time."""
+    translation: dict[str, int] = field(default_factory=dict)
+    """How exact translation answered: `from_copy_map` (offsets the copy's own record
+    answered), `spans_read` (spans paired record by record)."""
     committed: Mapping[str, GroupOffsets] = field(default_factory=dict)
     """The source's committed offsets of the groups the pass considered."""
 
@@ -259,7 +262,7 @@ def _pass(
     with step("recreated"):
         group_offsets, held = _hold_recreated(flow, group_offsets, run, clients)
     with step("translate"):
-        run.groups = _translate(flow, group_offsets, store, previous, read_timeout, clients)
+        run.groups = _translate(flow, group_offsets, store, previous, read_timeout, clients, run)
     for group, partitions in held.items():
         if group in run.groups:
             run.groups[group].untranslated.extend(partitions)
@@ -333,8 +336,10 @@ def _translate(
     previous: Mapping[str, Mapping[TopicPartition, Checkpoint]],
     timeout: float,
     clients: CheckpointClients,
+    run: CheckpointRun,
 ) -> dict[str, GroupCheckpoints]:
-    """`plan_checkpoints` with exact translation over the pass's committed offsets."""
+    """`plan_checkpoints` with exact translation over the pass's committed offsets; how it
+    answered goes to `run.translation`."""
     # Exact translation reads the copied records after each sync on both clusters (bounded
     # per partition and sync); each span is read once for all groups of the pass.
     with ExactOffsetTranslator(
@@ -349,6 +354,10 @@ def _translate(
         translator.prepare(
             item for committed in group_offsets.values() for item in committed.items()
         )
+        run.translation = {
+            "from_copy_map": translator.from_copy_map,
+            "spans_read": translator.spans_read,
+        }
         return plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
 
 

@@ -83,6 +83,11 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self._wanted: dict[tuple[TopicPartition, int], int] = {}
         self._pairs: dict[tuple[TopicPartition, int], tuple[int, list[tuple[int, int]]]] = {}
         self._first_downstream: dict[TopicPartition, int | None] = {}
+        self.from_copy_map = 0
+        """Offsets `prepare` found answered by the copy map (no records read for them)."""
+        self.spans_read = 0
+        """Spans (sync, furthest offset) `prepare` read records for: where a pass's
+        translation time goes when the copy map does not answer."""
 
     def __exit__(
         self,
@@ -116,6 +121,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             if sync is None or sync.upstream_offset == upstream_offset:
                 continue
             if self._mapped(tp, upstream_offset) is not None:
+                self.from_copy_map += 1
                 continue  # the copy recorded where it went: nothing to read
             key = (tp, sync.upstream_offset)
             self._wanted[key] = max(self._wanted.get(key, upstream_offset), upstream_offset)
@@ -127,6 +133,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         its read at once, and MM2's rule answers it."""
         if self.max_records == 0 or not self._wanted:
             return
+        self.spans_read += len(self._wanted)
         spans: dict[TopicPartition, list[tuple[tuple[int, int], int]]] = {}
         for (tp, upstream), until in self._wanted.items():
             sync = self.store.lookup(tp, upstream)

@@ -84,6 +84,8 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         "pass_seconds": round(run.seconds, 3),
         # Where a slow pass spends its time (reading the stores, translating, writing).
         "pass_phases": dg.MetadataValue.json(run.phases),
+        # Offsets the copy map answered and spans paired from the records (the slow way).
+        "pass_translation": dg.MetadataValue.json(run.translation),
         "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
         "checkpoint_offsets": table_metadata(_CHECKPOINT_OFFSET_COLUMNS, offsets),
         "group_details": dg.MetadataValue.json(details),
