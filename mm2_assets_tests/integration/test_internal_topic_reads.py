@@ -258,16 +258,27 @@ def test_the_progress_tracker_chains_transactions_and_holds_no_partition_between
         )
 
     tracker = ProgressTracker(flow)
+
+    def refreshed_to(next_offset: int) -> None:
+        # A commit is visible to read_committed readers once its markers are written, a
+        # moment after commit_transaction returns: refresh until it shows.
+        from mm2_assets_tests.integration.test_follower import wait_for
+
+        def seen() -> int | None:
+            saved = tracker.refresh(complete=True).get(("orders", 0))
+            return None if saved is None else saved.next_offset
+
+        wait_for(f"progress {next_offset} read", lambda: seen() == next_offset, 30, seen)
+        assert tracker._consumer.assignment() == []
+
     try:
         transaction(progress(0, ((0, 0, 10),), 10))
-        assert tracker.refresh(complete=True)[("orders", 0)].next_offset == 10
-        assert tracker._consumer.assignment() == []
+        refreshed_to(10)
         transaction(progress(10, ((10, 11, 5),), 15))
         transaction(progress(15, ((99, 99, 1),), 100), commit=False)  # never committed
-        assert tracker.refresh(complete=True)[("orders", 0)].next_offset == 15
-        assert tracker._consumer.assignment() == []
+        refreshed_to(15)
         transaction(progress(15, ((17, 17, 3),), 20))
-        assert tracker.refresh(complete=True)[("orders", 0)].next_offset == 20
+        refreshed_to(20)  # read past the aborted transaction, its record never taken
         # Each offset maps to the first record copied at or after it, across transactions.
         assert [tracker.copy_map.translate(("orders", 0), u) for u in (0, 9, 10, 14, 15, 19)] == [
             0, 9, 11, 15, 17, 19,
