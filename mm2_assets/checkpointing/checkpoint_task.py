@@ -133,8 +133,8 @@ class CheckpointRun:
     seconds: float = 0.0
     """How long the pass took (reading the stores, translating, writing)."""
     phases: dict[str, float] = field(default_factory=dict)
-    """Seconds of each step of the pass (`target`, `groups`, `syncs`, `previous`, read side by
-    side, then `recreated`, `translate`, `write`): where a slow pass spends its time."""
+    """Seconds of each step of the pass (`target` then `previous`, beside `groups` and
+    `syncs`, then `recreated`, `translate`, `write`): where a slow pass spends its time."""
     translation: dict[str, int] = field(default_factory=dict)
     """How exact translation answered: `from_copy_map` (offsets the copy's own record
     answered), `spans_read` (spans paired record by record)."""
@@ -226,12 +226,25 @@ def _pass(
     started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
     step = PassSteps(run.phases)
-    # Four round trips to two clusters that need nothing from each other: side by side, a
-    # pass waits for the slowest, not their sum (on a busy host each also waits for a core).
-    # The store is read to its end before translating (MM2's readToEnd guard).
+
+    def target() -> tuple[bool, LatestCheckpoints]:
+        # The checkpoints topic is read once it exists: a topic being created may have no
+        # leader yet, and creating waits until it has one.
+        with step("target"):
+            created = ensure_checkpoints_topic(flow, clients.admin("target"))
+        with step("previous"):
+            if checkpoints is not None:
+                return created, checkpoints.refresh(timeout=read_timeout)
+            consumer = client_config(flow, "target", "consumer")
+            return created, read_checkpoints(consumer, topic, timeout=read_timeout)
+
+    # The target's checkpoints, the source's group offsets and the offset syncs need nothing
+    # from each other: side by side, a pass waits for the slowest, not their sum (on a busy
+    # host each round trip also waits for a core). The store is read to its end before
+    # translating (MM2's readToEnd guard).
     read = clients.at_once(
         {
-            "target": step.timed("target", ensure_checkpoints_topic, flow, clients.admin("target")),
+            "target": target,
             "groups": step.timed(
                 "groups", find_checkpoint_groups, flow, groups, admin=clients.admin("source")
             ),
@@ -240,24 +253,13 @@ def _pass(
                 if syncs is not None
                 else step.timed("syncs", load_offset_sync_store, flow, timeout=read_timeout)
             ),
-            "previous": (
-                step.timed("previous", checkpoints.refresh, timeout=read_timeout)
-                if checkpoints is not None
-                else step.timed(
-                    "previous",
-                    read_checkpoints,
-                    client_config(flow, "target", "consumer"),
-                    topic,
-                    timeout=read_timeout,
-                )
-            ),
         }
     )
-    run.created_topic = read["target"]
+    run.created_topic, latest = read["target"]
     run.committed = group_offsets = read["groups"]
     store: OffsetSyncStore = read["syncs"]
     run.synced_partitions = len(store.partitions())
-    previous = {g: read["previous"][g] for g in group_offsets if g in read["previous"]}
+    previous = {g: latest[g] for g in group_offsets if g in latest}
     # After the group offsets: the copy map it refreshes then covers what they committed.
     with step("recreated"):
         group_offsets, held = _hold_recreated(flow, group_offsets, run, clients)

@@ -27,9 +27,9 @@ READERS = 8
 """Spans read side by side by exact translation: each is a few round trips, and a pass of many
 groups and partitions would otherwise wait for them one after another."""
 _READER_GROUP = "mm2-assets-offset-translation"
-STEPS = 4
-"""A pass's independent reads run side by side (`at_once`): the target's checkpoints topic, the
-source's group offsets, the offset syncs and the checkpoints already written."""
+STEPS = 3
+"""A pass's independent reads run side by side (`at_once`): the target's checkpoints (the topic
+ensured, then read), the source's group offsets, the offset syncs."""
 
 
 class CheckpointClients:
