@@ -72,6 +72,11 @@ LAYOUT_ATTEMPTS = 5
 """With nothing copying (the old layout stopped, the new one failed to start), the follower
 fails after this many attempts in a row, so its host restarts it and alerts."""
 
+PROGRESS_TAIL_PERIOD_S = 1.0
+"""How often the follower reads what its copy committed into the process's progress tail,
+between reports and checkpoint passes: a pass (and a report) then reads at most about this
+much progress itself, instead of everything since the last report."""
+
 
 class FollowerError(RuntimeError):
     """The follower cannot go on; the message names the flow and the cause."""
@@ -448,6 +453,7 @@ class Follower:
                      flow.sync_group_offsets_interval_seconds, self._group_offsets),
                 Work("topic config sync", replicates, flow.sync_topic_configs_interval_seconds,
                      self._topic_configs),
+                Work("progress tail", replicates, PROGRESS_TAIL_PERIOD_S, self._progress_tail),
             ],
             self.reporter.problem,
         )  # fmt: skip
@@ -670,6 +676,15 @@ class Follower:
         checkpoints = self._sync_tail.refresh(timeout=timeout)
         run = sync_group_offsets(self.flow, checkpoints=checkpoints, groups=groups)
         return partial(self.reporter.group_offsets, run)
+
+    def _progress_tail(self) -> None:
+        # Reading the committed progress as it comes keeps that read off the checkpoint
+        # pass's critical path: the pass still refreshes the tail after reading the group
+        # offsets (so the copy map covers what they committed), but only the last second's.
+        with contextlib.suppress(Exception):
+            # A failing read is reported by the next report or pass, which read the same tail:
+            # reported here too, a target down would log it every second.
+            tailed_flow_progress(self.flow)
 
     def _topic_configs(self) -> Report | None:
         layout = self._layout  # replaced, never changed in place, by the follower's thread

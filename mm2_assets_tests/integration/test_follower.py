@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
@@ -22,9 +23,11 @@ from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.replication.replication_plan import ReplicationPlan
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+from mm2_assets.stores.progress_store import tailed_copy_map
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.cli_helpers import ROOT
 from mm2_assets_tests.kafka_helpers import (
+    Rec,
     consume_all,
     create_filled_topic,
     produce,
@@ -187,6 +190,66 @@ def test_follower_copies_new_records_and_follows_new_topics(
     # Stopped cleanly: no transaction left open on the remote topics.
     assert open_transactions(backup, f"primary.{first}", 3) == []
     assert open_transactions(backup, f"primary.{second}", 2) == []
+
+
+def test_the_follower_keeps_the_copy_map_current_between_reports_and_passes(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    # Reports and checkpoint passes far apart: only the follower's own progress tail can
+    # bring what it copied into the process's copy map, which a checkpoint pass translates
+    # group offsets with (a pass then reads about a second of progress, not minutes).
+    prefix = unique("tail")
+    topic = f"{prefix}-a"
+    create_filled_topic(primary, topic, tricky_records(1, 20, seed=21, ts0=recent_ms(900)))
+    config = follower_config(
+        write_mm2_config,
+        prefix,
+        "mm2assets.follower.report.interval.seconds = 600\n"
+        "emit.checkpoints.interval.seconds = 600\n",
+    )
+    flow = load_checked_config(config).flows[0]
+    with RunningFollower(flow, spark_resource) as running:
+        wait_for("the backlog", replicated(primary, backup, topic, 1))
+        produce(primary, topic, tricky_records(1, 15, seed=22, ts0=recent_ms(800)))
+        wait_for("records produced while following", replicated(primary, backup, topic, 1))
+        source = consume_all(primary, topic, [0])[0]
+        upstream = len(source) - 1  # the last record produced while following
+
+        def translated() -> int | None:
+            copy_map = tailed_copy_map(flow)
+            return None if copy_map is None else copy_map.translate((topic, 0), upstream)
+
+        wait_for("the copy map to place the newest record", translated, timeout=30)
+        assert running.error is None, running.error
+        downstream = translated()
+        assert downstream is not None
+        # The offset it gives holds that very record on the remote topic.
+        assert record_at(backup, f"primary.{topic}", downstream) == source[upstream]
+    assert running.error is None, running.error
+    assert not running.reporter.problems, running.reporter.problems
+
+
+def record_at(bootstrap: str, topic: str, offset: int, partition: int = 0) -> Rec:
+    """The committed record at `offset` of `topic`-`partition`."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                assert msg.offset() == offset, (msg.offset(), offset)
+                return Rec.from_message(msg)
+        raise AssertionError(f"no record at {topic}-{partition} offset {offset}")
+    finally:
+        consumer.close()
 
 
 CLI = Path(sys.executable).parent / "mm2-assets"
