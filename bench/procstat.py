@@ -42,19 +42,49 @@ def tree_pids(pid: int) -> list[int]:
     return out
 
 
+def _rss_bytes(pid: int) -> int:
+    """VmRSS of `pid` (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def tree_rss_bytes(pid: int) -> int:
     """Sum of VmRSS over `pid` and all its descendants right now (pages shared by forked
     processes count once per process)."""
-    total = 0
+    return sum(_rss_bytes(current) for current in tree_pids(pid))
+
+
+def tree_rss_by_role(pid: int) -> dict[str, int]:
+    """`tree_rss_bytes` split by what each process is (`process_role`): which one grew."""
+    out: dict[str, int] = {}
     for current in tree_pids(pid):
-        try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-                    break
-        except OSError:
-            continue
-    return total
+        role = process_role(_args(current))
+        out[role] = out.get(role, 0) + _rss_bytes(current)
+    return out
+
+
+def process_role(args: list[str]) -> str:
+    """A short name for a process of a Dagster deployment running Spark, from its command
+    line: the JVM, Spark's Python workers, the Dagster daemon, code server and run workers;
+    anything else by its program's name."""
+    program = Path(args[0]).name if args else "?"
+    command = " ".join(args)
+    if program == "java":
+        return "Spark JVM"
+    if "pyspark.daemon" in command or "pyspark.worker" in command:
+        return "Spark Python workers"
+    if "dagster-daemon" in command:
+        return "dagster daemon"
+    if "api grpc" in command or "code-server" in command:
+        return "code server"
+    if "execute_run" in command or "execute_step" in command:
+        return "run worker"
+    return program
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -75,14 +105,21 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def _command(pid: int) -> str:
-    """A short command line: the program's name and the tail of its arguments (where a JVM
-    names its main class and config)."""
+def _args(pid: int) -> list[str]:
+    """The command line of `pid` ([] for a kernel thread or a process gone)."""
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
+        return []
+    return [a for a in args if a]
+
+
+def _command(pid: int) -> str:
+    """A short command line: the program's name and the tail of its arguments (where a JVM
+    names its main class and config)."""
+    if not Path(f"/proc/{pid}").exists():
         return "?"
-    args = [a for a in args if a]
+    args = _args(pid)
     if not args:  # a kernel thread: its name only
         try:
             return f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"

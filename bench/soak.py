@@ -112,7 +112,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import LAYOUT_LINE, Phase, Tally, fmt, load_note, machine_load, percentile
 from mm2_process import group_members, interrupt_on_sigterm, start_process_group, stop_process_group
-from procstat import TreeCpu, process_cpu_seconds, tree_pids, tree_rss_bytes
+from procstat import TreeCpu, process_cpu_seconds, tree_pids, tree_rss_by_role
 
 from mm2_assets.deploy.instance import init_instance
 from mm2_assets.kafka.admin import (
@@ -953,6 +953,7 @@ def bucket_row(
         "heartbeats": sum(1 for t in heartbeats if start <= t < end),
         "rss_mean_mb": statistics.fmean(rss) if rss else None,
         "rss_max_mb": max(rss) if rss else None,
+        "rss_by_role_mean_mb": rss_by_role(samples, start, end),
         "cpu_cores": rate_of(window, "cpu_s"),
         "brokers_cpu_cores": rate_of(window, "brokers_cpu_s"),
         "bench_cpu_cores": rate_of(window, "bench_cpu_s"),
@@ -960,6 +961,16 @@ def bucket_row(
         "storage_mb_per_min": rate_of(window, "storage_mb", 60),
         "loadavg_1m": statistics.fmean([s["loadavg_1m"] for s in window]) if window else None,
     }
+
+
+def rss_by_role(samples: list[dict], start: float, end: float) -> dict[str, float]:
+    """Mean RSS per kind of process over the samples in [start, end] (a kind missing from a
+    sample counts 0 there: its processes had exited)."""
+    inside = [
+        s["rss_by_role_mb"] for s in samples if start <= s["t"] <= end and "rss_by_role_mb" in s
+    ]
+    roles = sorted({role for by_role in inside for role in by_role})
+    return {role: statistics.fmean(b.get(role, 0.0) for b in inside) for role in roles}
 
 
 GOAL_FIGURES = [
@@ -970,6 +981,25 @@ GOAL_FIGURES = [
     ("cpu_cores", "CPU cores"),
     ("events_per_min", "event log growth, events/min"),
 ]
+
+
+def rss_table(buckets: list[dict]) -> list[str]:
+    """The buckets' mean RSS per kind of process, as markdown lines (none for older reports)."""
+    roles = sorted({r for b in buckets for r in b.get("rss_by_role_mean_mb") or {}})
+    if not roles:
+        return []
+    lines = [
+        "",
+        "RSS by process, mean MB per bucket:",
+        "",
+        "| minutes | " + " | ".join(roles) + " |",
+        "|---|" + "---|" * len(roles),
+    ]
+    for b in buckets:
+        by_role = b.get("rss_by_role_mean_mb") or {}
+        cells = " | ".join(fmt(by_role.get(r), ".0f") for r in roles)
+        lines.append(f"| {b['bucket']} {b['from_min']:g}-{b['to_min']:g} | {cells} |")
+    return lines
 
 
 def verdicts(report: dict) -> list[dict]:
@@ -1094,6 +1124,7 @@ def markdown(report: dict) -> str:
             f"| {fmt(b['events_per_min'], '.1f')} ({fmt(b['storage_mb_per_min'], '.3f')}) "
             f"| {fmt(b['loadavg_1m'])} |"
         )
+    lines += rss_table([*report.get("warmup", []), *report["buckets"]])
     lines += [
         "",
         "## Goals (issue 24)",
@@ -1201,7 +1232,7 @@ def markdown(report: dict) -> str:
         "(their timestamps), and from a bucket's last heartbeat to its end.",
         "- RSS and CPU: the daemon's process tree (daemon, code server, run workers, Spark's "
         f"JVM and Python workers), sampled every {p['sample_seconds']} s; RSS is the summed "
-        "VmRSS; CPU counts processes that exited too.",
+        "VmRSS, also split by kind of process; CPU counts processes that exited too.",
         "- Event log: events stored (`DagsterInstance.get_records_for_run` per run, and the "
         "runless events), growth per minute; MB/min: every file under DAGSTER_HOME.",
         '- "Within 10 %": the last bucket at most 10 % above the first.',
@@ -1260,9 +1291,11 @@ def sample(
     daemon_pid: int, daemon_cpu: TreeCpu, brokers_cpu: TreeCpu, events: EventLog | None
 ) -> dict:
     """One sample of what the module docstring lists."""
+    by_role = tree_rss_by_role(daemon_pid)
     return {
         "t": time.time(),
-        "rss_mb": tree_rss_bytes(daemon_pid) / 1e6,
+        "rss_mb": sum(by_role.values()) / 1e6,
+        "rss_by_role_mb": {role: rss / 1e6 for role, rss in sorted(by_role.items())},
         "processes": len(tree_pids(daemon_pid)),
         "cpu_s": daemon_cpu.seconds,
         "brokers_cpu_s": brokers_cpu.seconds,
