@@ -40,7 +40,7 @@ from mm2_assets.mm2.exact_translation import (
     verified_pairs,
 )
 from mm2_assets.mm2.offset_translation import OffsetSyncStore, rename_topic_partition
-from mm2_assets.mm2.wire import OffsetAndMetadata, TopicPartition
+from mm2_assets.mm2.wire import OffsetAndMetadata, OffsetSync, TopicPartition
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, TopicMissingError, TopicReadError
 
@@ -110,6 +110,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
     ) -> None:
         """Note every (source topic-partition, committed offset) this pass will translate, so
         each span after an offset sync is read once, up to its furthest group."""
+        before_first: set[TopicPartition] = set()
         for topic_partition, committed in requests:
             if committed is None:
                 continue
@@ -118,13 +119,20 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             )
             tp = TopicPartition(*topic_partition)
             sync = self.store.lookup(tp, upstream_offset)
-            if sync is None or sync.upstream_offset == upstream_offset:
+            if sync is not None and sync.upstream_offset == upstream_offset:
                 continue
             if self._mapped(tp, upstream_offset) is not None:
                 self.from_copy_map += 1
                 continue  # the copy recorded where it went: nothing to read
+            if sync is None:
+                if self.max_records and self._oldest_sync(tp) is not None:
+                    before_first.add(tp)
+                continue
             key = (tp, sync.upstream_offset)
             self._wanted[key] = max(self._wanted.get(key, upstream_offset), upstream_offset)
+        # One record each, but a round trip each: side by side, not one after the other as
+        # translating asks (a new topic's partitions all at once, behind a busy broker).
+        self._clients.map(self._first_downstream_of, sorted(before_first))
         self._read_wanted()
 
     def _read_wanted(self) -> None:
@@ -234,9 +242,12 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         mapped = self.copy_map.translate(tp, upstream_offset)
         if mapped is None:
             return None
-        sync = self.store.lookup(tp, upstream_offset)
+        # Before every retained sync (a group behind a new topic's first sync, or behind the
+        # syncs the store kept), the oldest one checks the map: the map's chains are
+        # consecutive, so one that places it describes this copy from its start.
+        sync = self.store.lookup(tp, upstream_offset) or self._oldest_sync(tp)
         if sync is None:
-            return None  # as the pairing: no checkpoint before the first sync it can check
+            return None  # as the pairing: no checkpoint without a sync to check it by
         placed = self.copy_map.translate(tp, sync.upstream_offset)
         if placed is not None and placed != sync.downstream_offset:
             return None
@@ -314,10 +325,18 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         """A group before every retained sync (e.g. below the source's log start when the copy
         began): the oldest sync is exact if its record is the first on the target partition,
         since then nothing on the target comes from before it."""
-        syncs = self.store.syncs(tp)
-        if not syncs:
+        oldest = self._oldest_sync(tp)
+        if oldest is None or self._first_downstream_of(tp) != oldest.downstream_offset:
             return None
-        oldest = syncs[0]
+        return oldest.downstream_offset
+
+    def _oldest_sync(self, tp: TopicPartition) -> OffsetSync | None:
+        syncs = self.store.syncs(tp)
+        return syncs[0] if syncs else None
+
+    def _first_downstream_of(self, tp: TopicPartition) -> int | None:
+        """The offset of the first record on `tp`'s remote partition (read once a pass);
+        None when it has none or cannot be read."""
         if tp not in self._first_downstream:
             remote = self._remote(tp)
             try:
@@ -326,6 +345,4 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
                 log.warning("%s: reading %s: %s", self.flow.name, remote.topic, exc)
                 first = None
             self._first_downstream[tp] = None if first is None else first[0]
-        if self._first_downstream[tp] != oldest.downstream_offset:
-            return None
-        return oldest.downstream_offset
+        return self._first_downstream[tp]
