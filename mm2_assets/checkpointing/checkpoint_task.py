@@ -255,6 +255,7 @@ def _pass(
             ),
         }
     )
+    offsets_read_at = time.monotonic()
     run.created_topic, latest = read["target"]
     run.committed = group_offsets = read["groups"]
     store: OffsetSyncStore = read["syncs"]
@@ -264,7 +265,9 @@ def _pass(
     with step("recreated"):
         group_offsets, held = _hold_recreated(flow, group_offsets, run, clients)
     with step("translate"):
-        run.groups = _translate(flow, group_offsets, store, previous, read_timeout, clients, run)
+        run.groups = _translate(
+            flow, group_offsets, store, previous, read_timeout, clients, run, offsets_read_at
+        )
     for group, partitions in held.items():
         if group in run.groups:
             run.groups[group].untranslated.extend(partitions)
@@ -339,9 +342,10 @@ def _translate(
     timeout: float,
     clients: CheckpointClients,
     run: CheckpointRun,
+    offsets_read_at: float,
 ) -> dict[str, GroupCheckpoints]:
-    """`plan_checkpoints` with exact translation over the pass's committed offsets; how it
-    answered goes to `run.translation`."""
+    """`plan_checkpoints` with exact translation over the pass's committed offsets (read by
+    `offsets_read_at`); how it answered goes to `run.translation`."""
     # Exact translation reads the copied records after each sync on both clusters (bounded
     # per partition and sync); each span is read once for all groups of the pass.
     with ExactOffsetTranslator(
@@ -352,6 +356,7 @@ def _translate(
         clients=clients,
         # The recreated-topic check read the progress tail after the group offsets.
         copy_map=tailed_copy_map(flow),
+        offsets_read_at=offsets_read_at,
     ) as translator:
         translator.prepare(
             item for committed in group_offsets.values() for item in committed.items()

@@ -100,12 +100,12 @@ class _Chain:
             added += 1
         return added
 
-    def translate(self, upstream_offset: int) -> int | None:
+    def translate(self, upstream_offset: int, *, past_end: bool) -> int | None:
         if not self.ends or upstream_offset < self.starts[0]:
             return None
         index = bisect.bisect_right(self.ends, upstream_offset)
         if index == len(self.ends):
-            if upstream_offset > self.next_offset:
+            if upstream_offset > self.next_offset and not past_end:
                 return None  # records may have been copied since that the chain has not seen
             # Nothing copied from here to where the latest transaction left the partition:
             # right after the last copied record (what follows it is all at or after).
@@ -133,6 +133,10 @@ class CopyMap:
         self._chains: dict[tuple[str, int], _Chain] = {}
         self._segments = 0
         self._lock = threading.Lock()
+        self.complete_as_of: float | None = None
+        """A `time.monotonic()` before which every transaction a read_committed reader could
+        see has been taken in (its reader read to the ends it asked for then); None: not
+        known."""
 
     def add(
         self,
@@ -170,18 +174,30 @@ class CopyMap:
             if self._segments > self.max_segments:
                 self._halve()
 
-    def translate(self, topic_partition: tuple[str, int], upstream_offset: int) -> int | None:
+    def translate(
+        self, topic_partition: tuple[str, int], upstream_offset: int, *, past_end: bool = False
+    ) -> int | None:
         """The downstream offset of the first record copied at or after `upstream_offset`,
-        None when the chains do not cover it."""
+        None when the chains do not cover it.
+
+        `past_end`: the caller knows the map holds every transaction committed since it read
+        the offset (`complete_as_of`), so nothing at or after a chain's end has been copied
+        yet: an offset past it resumes right after the chain's last record, as pairing the
+        records would answer (one past the last copied one, never a skip)."""
         with self._lock:
             chain = self._chains.get(topic_partition)
-            return None if chain is None else chain.translate(upstream_offset)
+            return None if chain is None else chain.translate(upstream_offset, past_end=past_end)
+
+    def complete_since(self, moment: float) -> bool:
+        """Whether every transaction visible before `moment` (`time.monotonic()`) is in."""
+        return self.complete_as_of is not None and self.complete_as_of >= moment
 
     def clear(self) -> None:
         """Forget every chain (the progress topic was recreated)."""
         with self._lock:
             self._chains.clear()
             self._segments = 0
+            self.complete_as_of = None
 
     def segments(self) -> int:
         """Runs kept in all."""

@@ -71,9 +71,14 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         timeout: float = READ_TIMEOUT_S,
         clients: CheckpointClients | None = None,
         copy_map: CopyMap | None = None,
+        offsets_read_at: float | None = None,
     ) -> None:
+        """`copy_map`: where the copy put its records (see the module docstring);
+        `offsets_read_at`: the `time.monotonic()` after the offsets to translate were read,
+        so a map complete since then answers offsets past what was copied too."""
         self.flow = flow
         self.copy_map = copy_map
+        self.offsets_read_at = offsets_read_at
         self.store = store
         self.max_records = max_records
         self.timeout = timeout
@@ -239,7 +244,12 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         the records decide)."""
         if self.copy_map is None or self.max_records == 0:
             return None
-        mapped = self.copy_map.translate(tp, upstream_offset)
+        # A map complete since the offsets were read knows every copied record: an offset
+        # past a chain's end is not copied yet, and the records would say no more.
+        past_end = self.offsets_read_at is not None and self.copy_map.complete_since(
+            self.offsets_read_at
+        )
+        mapped = self.copy_map.translate(tp, upstream_offset, past_end=past_end)
         if mapped is None:
             return None
         # Before every retained sync (a group behind a new topic's first sync, or behind the

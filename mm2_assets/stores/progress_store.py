@@ -138,6 +138,7 @@ class ProgressTracker:
         read, and a stalled read raises TopicReadError."""
         # One ListOffsets request for every partition (the last stable offsets, where a
         # read_committed reader ends), not one request per partition.
+        asked = time.monotonic()
         ends = {
             p: end
             for (_, p), end in end_offsets(
@@ -154,19 +155,22 @@ class ProgressTracker:
             self.copy_map.clear()
             self._positions = dict.fromkeys(self._positions, OFFSET_BEGINNING)
         behind = {p: pos for p, pos in self._positions.items() if pos < ends[p] and ends[p] > 0}
-        if not behind:
-            return dict(self.progress)
-        self._consumer.assign([TopicPartition(self.topic, p, pos) for p, pos in behind.items()])
-        try:
-            self._read_to(ends, behind, timeout, complete)
-        finally:
-            with contextlib.suppress(KafkaException):
-                self._consumer.unassign()
+        if behind:
+            self._consumer.assign([TopicPartition(self.topic, p, pos) for p, pos in behind.items()])
+            try:
+                if not self._read_to(ends, behind, timeout, complete):
+                    return dict(self.progress)
+            finally:
+                with contextlib.suppress(KafkaException):
+                    self._consumer.unassign()
+        # Read to the ends asked for: every transaction committed before then is in.
+        self.copy_map.complete_as_of = max(self.copy_map.complete_as_of or asked, asked)
         return dict(self.progress)
 
     def _read_to(
         self, ends: dict[int, int], behind: dict[int, int], timeout: float, complete: bool
-    ) -> None:
+    ) -> bool:
+        """Read `behind` to `ends` (at most about `timeout`); whether it got there."""
         partitions = [TopicPartition(self.topic, p) for p in behind]
         deadline = time.monotonic() + timeout
         while True:
@@ -176,14 +180,14 @@ class ProgressTracker:
                     self._positions[tp.partition] = max(self._positions[tp.partition], tp.offset)
             left = sum(max(0, ends[p] - max(self._positions[p], 0)) for p in behind)
             if left == 0:
-                break
+                return True
             if time.monotonic() >= deadline:
                 if complete:
                     raise TopicReadError(
                         f"timed out reading progress topic '{self.topic}' on "
                         f"'{self.flow.target.alias}' to its end: nothing read for {timeout:g} s"
                     )
-                break
+                return False
             # consume() returns early only once it has `num_messages`: ask for what is left
             # (markers make that an over-estimate), or every refresh waits out the timeout.
             batch = self._consumer.consume(max(1, min(10_000, left)), timeout=0.01)

@@ -224,6 +224,32 @@ def test_issue_scenario_resumes_with_nothing_read_again(
     assert sum(u - mm2[p] for p, u in at.items()) == 58
 
 
+def test_a_group_ahead_of_the_copy_resumes_after_its_last_copy_with_nothing_read(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    prefix = unique("ahead")
+    topic, group = f"{prefix}-orders", f"{prefix}-app"
+    create_topic(primary, topic)
+    produce(primary, topic, records(1, 50))
+    config = load(write_mm2_config, f"groups = {prefix}-.*\nsync.group.offsets.enabled = true\n")
+    flow = config.flow("primary->backup")
+    replicate(config, flow, [topic], spark_resource)
+    # The group processed records no pass has copied yet.
+    produce(primary, topic, records(1, 30, ts0=recent_ms(1200), tag="later"))
+    set_offsets(primary, group, {(topic, 0): 75})
+    checkpoints, _ = checkpoint_and_sync(flow)
+
+    remote = f"primary.{topic}"
+    upstream = committed_log(primary, topic, 0)
+    downstream = committed_log(backup, remote, 0)
+    assert len(downstream) == 50
+    # Right after the last copy: the records it has not copied come after it, none skipped.
+    assert committed(backup, group) == {(remote, 0): exact_position(upstream, downstream, 75)}
+    # The pass read the progress after the group's offset, so the copy map knew nothing
+    # past offset 50 was copied: no records read back to find that out.
+    assert meta(checkpoints, "pass_translation") == {"from_copy_map": 1, "spans_read": 0}
+
+
 def test_hard_cases_resume_exactly(
     primary, backup, write_mm2_config, spark_resource, compacted_topic
 ) -> None:

@@ -64,6 +64,21 @@ def test_chained_transactions_translate_every_offset_to_the_next_copied_record()
         21: None,  # past where the latest transaction left the partition: unknown
     }
     assert {u: copy_map.translate(TP, u) for u in expected} == expected
+    # A reader that knows the map holds every visible transaction: 21 and on are not copied
+    # yet, so a group there resumes right after the last copied record (never past it).
+    assert copy_map.translate(TP, 21, past_end=True) == 7
+    assert copy_map.translate(TP, 500, past_end=True) == 7
+    assert copy_map.translate(TP, 9, past_end=True) is None  # still not claimed
+
+
+def test_a_map_is_complete_since_the_moment_its_reader_last_read_to_the_end() -> None:
+    copy_map = CopyMap()
+    assert not copy_map.complete_since(0.0)
+    copy_map.complete_as_of = 10.0
+    assert copy_map.complete_since(9.5) and copy_map.complete_since(10.0)
+    assert not copy_map.complete_since(10.5)  # offsets read after it: maybe copied since
+    copy_map.clear()
+    assert not copy_map.complete_since(0.0)
 
 
 def test_a_transaction_that_does_not_follow_starts_a_new_chain() -> None:
@@ -143,6 +158,7 @@ def test_random_copies_translate_as_a_record_by_record_match() -> None:
                 assert copy_map.translate(TP, u) == placed[copied[-1]] + 1, u
             else:
                 assert copy_map.translate(TP, u) is None, u
+                assert copy_map.translate(TP, u, past_end=True) == placed[copied[-1]] + 1, u
 
 
 def test_progress_records_carry_their_runs_and_old_records_read_without() -> None:
