@@ -238,6 +238,8 @@ class Follower:
         self._slots = 1
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
+        self._tail_failures = 0
+        self._tail_retry_at = 0.0
         self._heartbeat_producer: Producer | None = None
         # Kept for every pass: a new client pays its connection first (checkpoint_clients).
         self._checkpoint_clients: CheckpointClients | None = None
@@ -681,10 +683,19 @@ class Follower:
         # Reading the committed progress as it comes keeps that read off the checkpoint
         # pass's critical path: the pass still refreshes the tail after reading the group
         # offsets (so the copy map covers what they committed), but only the last second's.
-        with contextlib.suppress(Exception):
-            # A failing read is reported by the next report or pass, which read the same tail:
-            # reported here too, a target down would log it every second.
+        if time.monotonic() < self._tail_retry_at:
+            return
+        try:
             tailed_flow_progress(self.flow)
+            self._tail_failures = 0
+        except Exception:
+            # Reported by the next report or pass, which read the same tail (here, a target
+            # down would be logged every second). A failed tail restarts from the topic's
+            # start: back off rather than re-read it every second.
+            self._tail_failures += 1
+            self._tail_retry_at = time.monotonic() + restart_delay(
+                self._tail_failures, PROGRESS_TAIL_PERIOD_S, 30.0, self.flow.name
+            )
 
     def _topic_configs(self) -> Report | None:
         layout = self._layout  # replaced, never changed in place, by the follower's thread

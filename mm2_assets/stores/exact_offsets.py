@@ -244,24 +244,36 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         the records decide)."""
         if self.copy_map is None or self.max_records == 0:
             return None
-        # A map complete since the offsets were read knows every copied record: an offset
-        # past a chain's end is not copied yet, and the records would say no more.
-        past_end = self.offsets_read_at is not None and self.copy_map.complete_since(
-            self.offsets_read_at
-        )
-        mapped = self.copy_map.translate(tp, upstream_offset, past_end=past_end)
+        # Where the map answers beyond its usual ground (past a chain's end, or before every
+        # retained sync), the sync that checks it must be one it places, exactly: a chain
+        # that does not reach the sync may describe a remote log since replaced.
+        strict = False
+        mapped = self.copy_map.translate(tp, upstream_offset)
+        if mapped is None and self._map_complete():
+            # Complete since the offsets were read, the map knows every copied record: an
+            # offset past a chain's end is not copied yet, and the records would say no more.
+            mapped = self.copy_map.translate(tp, upstream_offset, past_end=True)
+            strict = True
         if mapped is None:
             return None
-        # Before every retained sync (a group behind a new topic's first sync, or behind the
-        # syncs the store kept), the oldest one checks the map: the map's chains are
-        # consecutive, so one that places it describes this copy from its start.
-        sync = self.store.lookup(tp, upstream_offset) or self._oldest_sync(tp)
+        sync = self.store.lookup(tp, upstream_offset)
+        if sync is None:
+            # Behind every retained sync (a new topic's first, or the syncs the store kept):
+            # the oldest checks the map, whose chains are consecutive from their start.
+            sync, strict = self._oldest_sync(tp), True
         if sync is None:
             return None  # as the pairing: no checkpoint without a sync to check it by
         placed = self.copy_map.translate(tp, sync.upstream_offset)
-        if placed is not None and placed != sync.downstream_offset:
+        if placed != sync.downstream_offset and (strict or placed is not None):
             return None
         return mapped
+
+    def _map_complete(self) -> bool:
+        return (
+            self.copy_map is not None
+            and self.offsets_read_at is not None
+            and self.copy_map.complete_since(self.offsets_read_at)
+        )
 
     def copied_through(self, topic_partition: tuple[str, int]) -> int | None:
         """One past the last upstream record found on the target by pairing the records after

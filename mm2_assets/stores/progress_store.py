@@ -221,6 +221,14 @@ class _Tail:
     tracker: ProgressTracker
     lock: threading.Lock = field(default_factory=threading.Lock)
     used: float = field(default_factory=time.monotonic)
+    closed: bool = False
+
+    def close(self) -> None:
+        """Close the tracker (the caller holds `lock`); a caller that waited for the lock
+        then finds it closed and takes the flow's current tail instead."""
+        if not self.closed:
+            self.closed = True
+            self.tracker.close()
 
 
 TAIL_IDLE_S = 600.0
@@ -249,30 +257,34 @@ def tailed_flow_progress(
     its checkpoint passes' recreated-topic check read each progress record once."""
     topic = progress_topic(flow.source.alias)
     key = _tail_key(flow)
-    with _TAILS_LOCK:
-        _close_idle(exclude=key)
-        tail = _TAILS.get(key)
-    if tail is None:
-        if not list_topics(flow_admin(flow, "target"), cluster=flow.target.alias, topic=topic):
-            return {}  # nothing committed yet; the tail starts once the topic exists
+    while True:
         with _TAILS_LOCK:
-            tail = _TAILS.setdefault(key, _Tail(ProgressTracker(flow)))
-    # One refresh at a time per tail (sensor ticks run in threads).
-    with tail.lock:
-        tail.used = time.monotonic()
-        try:
-            return (
-                tail.tracker.refresh(READ_TIMEOUT_S, complete=True)
-                if complete
-                else tail.tracker.refresh()
-            )
-        except Exception:
-            # A cluster gone or failing: start afresh next time rather than keep a client
-            # retrying it for ever.
+            _close_idle(exclude=key)
+            tail = _TAILS.get(key)
+        if tail is None:
+            if not list_topics(flow_admin(flow, "target"), cluster=flow.target.alias, topic=topic):
+                return {}  # nothing committed yet; the tail starts once the topic exists
             with _TAILS_LOCK:
-                _TAILS.pop(key, None)
-            tail.tracker.close()
-            raise
+                tail = _TAILS.setdefault(key, _Tail(ProgressTracker(flow)))
+        # One refresh at a time per tail (sensor ticks and a follower's threads share it).
+        with tail.lock:
+            if tail.closed:
+                continue  # closed while this call waited: the flow's current tail then
+            tail.used = time.monotonic()
+            try:
+                return (
+                    tail.tracker.refresh(READ_TIMEOUT_S, complete=True)
+                    if complete
+                    else tail.tracker.refresh()
+                )
+            except Exception:
+                # A cluster gone or failing: start afresh next time rather than keep a
+                # client retrying it for ever (only this tail: another may have replaced it).
+                with _TAILS_LOCK:
+                    if _TAILS.get(key) is tail:
+                        del _TAILS[key]
+                tail.close()
+                raise
 
 
 def tailed_copy_map(flow: FlowConfig) -> CopyMap | None:
@@ -291,7 +303,7 @@ def _close_idle(*, exclude: tuple[str, str, str]) -> None:
         if key != exclude and now - tail.used > TAIL_IDLE_S and tail.lock.acquire(blocking=False):
             try:
                 del _TAILS[key]
-                tail.tracker.close()
+                tail.close()
             finally:
                 tail.lock.release()
 
@@ -302,7 +314,7 @@ def close_flow_progress_tail(flow: FlowConfig) -> None:
         tail = _TAILS.pop(_tail_key(flow), None)
     if tail is not None:
         with tail.lock:
-            tail.tracker.close()
+            tail.close()
 
 
 def close_progress_tails() -> None:
@@ -312,4 +324,4 @@ def close_progress_tails() -> None:
         _TAILS.clear()
     for tail in tails:
         with tail.lock:
-            tail.tracker.close()
+            tail.close()
