@@ -84,6 +84,8 @@ def process_role(args: list[str]) -> str:
         return "code server"
     if "execute_run" in command or "execute_step" in command:
         return "run worker"
+    if "multiprocessing.spawn" in command:  # a run's step process (the follower's op)
+        return "run step process"
     return program
 
 
