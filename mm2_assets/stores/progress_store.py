@@ -163,7 +163,7 @@ class ProgressTracker:
             finally:
                 with contextlib.suppress(KafkaException):
                     self._consumer.unassign()
-        # Read to the ends asked for: every transaction committed before then is in.
+        # Read to the ends asked for: every transaction visible before then is in.
         self.copy_map.complete_as_of = max(self.copy_map.complete_as_of or asked, asked)
         return dict(self.progress)
 
