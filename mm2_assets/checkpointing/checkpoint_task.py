@@ -137,7 +137,8 @@ class CheckpointRun:
     `syncs`, then `recreated`, `translate`, `write`): where a slow pass spends its time."""
     translation: dict[str, int] = field(default_factory=dict)
     """How exact translation answered: `from_copy_map` (offsets the copy's own record
-    answered), `spans_read` (spans paired record by record)."""
+    answered), `spans_read` (spans paired record by record), `first_records_read` (remote
+    partitions whose first record was read for groups behind every sync)."""
     committed: Mapping[str, GroupOffsets] = field(default_factory=dict)
     """The source's committed offsets of the groups the pass considered."""
 
@@ -358,12 +359,15 @@ def _translate(
         copy_map=tailed_copy_map(flow),
         offsets_read_at=offsets_read_at,
     ) as translator:
-        translator.prepare(
-            item for committed in group_offsets.values() for item in committed.items()
-        )
+        # The reads, apart: the rest of `translate` is the answers.
+        with PassSteps(run.phases)("translate_reads"):
+            translator.prepare(
+                item for committed in group_offsets.values() for item in committed.items()
+            )
         run.translation = {
             "from_copy_map": translator.from_copy_map,
             "spans_read": translator.spans_read,
+            "first_records_read": translator.first_records_read,
         }
         return plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
 

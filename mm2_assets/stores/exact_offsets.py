@@ -93,6 +93,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self.spans_read = 0
         """Spans (sync, furthest offset) `prepare` read records for: where a pass's
         translation time goes when the copy map does not answer."""
+        self.first_records_read = 0
+        """Remote partitions whose first record `prepare` read (groups behind every sync the
+        copy map could not answer)."""
 
     def __exit__(
         self,
@@ -137,6 +140,7 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             self._wanted[key] = max(self._wanted.get(key, upstream_offset), upstream_offset)
         # One record each, but a round trip each: side by side, not one after the other as
         # translating asks (a new topic's partitions all at once, behind a busy broker).
+        self.first_records_read += len(before_first)
         self._clients.map(self._first_downstream_of, sorted(before_first))
         self._read_wanted()
 

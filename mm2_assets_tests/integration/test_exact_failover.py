@@ -247,7 +247,11 @@ def test_a_group_ahead_of_the_copy_resumes_after_its_last_copy_with_nothing_read
     assert committed(backup, group) == {(remote, 0): exact_position(upstream, downstream, 75)}
     # The pass read the progress after the group's offset, so the copy map knew nothing
     # past offset 50 was copied: no records read back to find that out.
-    assert meta(checkpoints, "pass_translation") == {"from_copy_map": 1, "spans_read": 0}
+    assert meta(checkpoints, "pass_translation") == {
+        "from_copy_map": 1,
+        "spans_read": 0,
+        "first_records_read": 0,
+    }
 
 
 def test_hard_cases_resume_exactly(

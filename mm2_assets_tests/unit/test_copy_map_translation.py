@@ -58,7 +58,7 @@ def copied_0_to_99() -> CopyMap:
 
 
 def answer(syncs: list[tuple[int, int]], group_offset: int, read_at: float = 5.0):
-    """(the translated offset, whether the map answered it, records read back)."""
+    """(the translated offset, whether the map answered it, reads of the clusters)."""
     store = OffsetSyncStore(OffsetSync(TP[0], TP[1], u, d) for u, d in syncs)
     clusters = EmptyClusters()
     with ExactOffsetTranslator(
@@ -71,6 +71,11 @@ def answer(syncs: list[tuple[int, int]], group_offset: int, read_at: float = 5.0
     ) as translator:
         translator.prepare([(TP, group_offset)])
         got = translator.translate_downstream("app", TP, group_offset)
+        # Behind every sync, the remote partition's first record: read once, in `prepare`.
+        behind = group_offset < min(u for u, _ in syncs)
+        assert translator.first_records_read == (
+            1 if behind and not translator.from_copy_map else 0
+        )
         return got, translator.from_copy_map == 1, clusters.reads
 
 
