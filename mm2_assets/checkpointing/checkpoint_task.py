@@ -137,8 +137,9 @@ class CheckpointRun:
     `syncs`, then `recreated`, `translate`, `write`): where a slow pass spends its time."""
     translation: dict[str, int] = field(default_factory=dict)
     """How exact translation answered: `from_copy_map` (offsets the copy's own record
-    answered), `spans_read` (spans paired record by record), `first_records_read` (remote
-    partitions whose first record was read for groups behind every sync)."""
+    answered), `spans_read` (spans paired record by record, read side by side),
+    `spans_read_late` (spans read one by one while translating), `first_records_read`
+    (remote partitions whose first record was read for groups behind every sync)."""
     committed: Mapping[str, GroupOffsets] = field(default_factory=dict)
     """The source's committed offsets of the groups the pass considered."""
 
@@ -364,12 +365,14 @@ def _translate(
             translator.prepare(
                 item for committed in group_offsets.values() for item in committed.items()
             )
+        planned = plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
         run.translation = {
             "from_copy_map": translator.from_copy_map,
             "spans_read": translator.spans_read,
+            "spans_read_late": translator.spans_read_late,
             "first_records_read": translator.first_records_read,
         }
-        return plan_checkpoints(flow, group_offsets, store=translator, previous=previous)
+        return planned
 
 
 def _write_checkpoints(

@@ -88,11 +88,18 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         self._wanted: dict[tuple[TopicPartition, int], int] = {}
         self._pairs: dict[tuple[TopicPartition, int], tuple[int, list[tuple[int, int]]]] = {}
         self._first_downstream: dict[TopicPartition, int | None] = {}
+        # The map's answers as `prepare` found them: the map takes new progress in while a
+        # pass translates, and a chain restarted meanwhile (a transaction that did not
+        # follow) must not send those offsets to be read one by one.
+        self._mapped_answers: dict[tuple[TopicPartition, int], int] = {}
         self.from_copy_map = 0
         """Offsets `prepare` found answered by the copy map (no records read for them)."""
         self.spans_read = 0
         """Spans (sync, furthest offset) `prepare` read records for: where a pass's
         translation time goes when the copy map does not answer."""
+        self.spans_read_late = 0
+        """Spans read while translating, one after another, because `prepare` had not
+        foreseen them (none, unless something changed in between)."""
         self.first_records_read = 0
         """Remote partitions whose first record `prepare` read (groups behind every sync the
         copy map could not answer)."""
@@ -129,7 +136,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
             sync = self.store.lookup(tp, upstream_offset)
             if sync is not None and sync.upstream_offset == upstream_offset:
                 continue
-            if self._mapped(tp, upstream_offset) is not None:
+            mapped = self._mapped(tp, upstream_offset)
+            if mapped is not None:
+                self._mapped_answers[(tp, upstream_offset)] = mapped
                 self.from_copy_map += 1
                 continue  # the copy recorded where it went: nothing to read
             if sync is None:
@@ -228,7 +237,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         tp = TopicPartition(*topic_partition)
         if self.max_records == 0:
             return self.store.translate_downstream(group, tp, upstream_offset)
-        mapped = self._mapped(tp, upstream_offset)
+        mapped = self._mapped_answers.get((tp, upstream_offset))
+        if mapped is None:
+            mapped = self._mapped(tp, upstream_offset)
         if mapped is not None:
             return mapped
         sync = self.store.lookup(tp, upstream_offset)
@@ -237,6 +248,9 @@ class ExactOffsetTranslator(AbstractContextManager["ExactOffsetTranslator"]):
         anchor = (sync.upstream_offset, sync.downstream_offset)
         if upstream_offset == sync.upstream_offset:  # the sync's own record: nothing to read
             return sync.downstream_offset
+        cached = self._pairs.get((tp, anchor[0]))
+        if cached is None or cached[0] < upstream_offset:
+            self.spans_read_late += 1  # one by one, on the translating thread
         return translate_with_pairs(
             anchor, self._verified(tp, anchor, upstream_offset), upstream_offset
         )

@@ -250,6 +250,7 @@ def test_a_group_ahead_of_the_copy_resumes_after_its_last_copy_with_nothing_read
     assert meta(checkpoints, "pass_translation") == {
         "from_copy_map": 1,
         "spans_read": 0,
+        "spans_read_late": 0,
         "first_records_read": 0,
     }
 

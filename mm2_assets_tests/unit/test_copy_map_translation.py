@@ -104,3 +104,25 @@ def test_a_chain_that_does_not_reach_the_checking_sync_never_answers_beyond_its_
     # Past the chain's end, checked by a sync the chain does not reach: the records decide.
     got, from_map, _ = answer([(150, 3)], 160)
     assert not from_map and got == 4
+
+
+def test_a_chain_restarted_while_the_pass_translates_keeps_the_answers_prepare_found() -> None:
+    # The process's progress tail takes new progress in while a pass translates: here a
+    # transaction that does not follow the chain restarts it between `prepare` and the
+    # answers. What the map said in `prepare` still holds (where a record went does not
+    # change); reading the records back one by one instead would stall the pass.
+    copy_map = copied_0_to_99()
+    store = OffsetSyncStore([OffsetSync(TP[0], TP[1], 0, 0)])
+    clusters = EmptyClusters()
+    with ExactOffsetTranslator(
+        FLOW,
+        store,
+        max_records=1000,
+        clients=clusters,  # type: ignore[arg-type]
+        copy_map=copy_map,
+    ) as translator:
+        translator.prepare([(TP, 40)])
+        copy_map.add(TP, topic_id="a", resumed_from=500, runs=((500, 300, 1),), next_offset=501)
+        assert copy_map.translate(TP, 40) is None  # the chain restarted
+        assert translator.translate_downstream("app", TP, 40) == 40
+        assert (translator.from_copy_map, translator.spans_read_late, clusters.reads) == (1, 0, 0)
