@@ -57,18 +57,27 @@ def copied_0_to_99() -> CopyMap:
     return copy_map
 
 
-def answer(syncs: list[tuple[int, int]], group_offset: int, read_at: float = 5.0):
-    """(the translated offset, whether the map answered it, reads of the clusters)."""
-    store = OffsetSyncStore(OffsetSync(TP[0], TP[1], u, d) for u, d in syncs)
-    clusters = EmptyClusters()
-    with ExactOffsetTranslator(
+def translator_over(
+    syncs: list[tuple[int, int]],
+    copy_map: CopyMap,
+    clusters: EmptyClusters,
+    read_at: float | None = None,
+) -> ExactOffsetTranslator:
+    """A pass's translator over `syncs` (upstream, downstream) of TP and `copy_map`."""
+    return ExactOffsetTranslator(
         FLOW,
-        store,
+        OffsetSyncStore(OffsetSync(TP[0], TP[1], u, d) for u, d in syncs),
         max_records=1000,
         clients=clusters,  # type: ignore[arg-type]
-        copy_map=copied_0_to_99(),
+        copy_map=copy_map,
         offsets_read_at=read_at,
-    ) as translator:
+    )
+
+
+def answer(syncs: list[tuple[int, int]], group_offset: int, read_at: float = 5.0):
+    """(the translated offset, whether the map answered it, reads of the clusters)."""
+    clusters = EmptyClusters()
+    with translator_over(syncs, copied_0_to_99(), clusters, read_at) as translator:
         translator.prepare([(TP, group_offset)])
         got = translator.translate_downstream("app", TP, group_offset)
         # Behind every sync, the remote partition's first record: read once, in `prepare`.
@@ -112,15 +121,8 @@ def test_a_chain_restarted_while_the_pass_translates_keeps_the_answers_prepare_f
     # answers. What the map said in `prepare` still holds (where a record went does not
     # change); reading the records back one by one instead would stall the pass.
     copy_map = copied_0_to_99()
-    store = OffsetSyncStore([OffsetSync(TP[0], TP[1], 0, 0)])
     clusters = EmptyClusters()
-    with ExactOffsetTranslator(
-        FLOW,
-        store,
-        max_records=1000,
-        clients=clusters,  # type: ignore[arg-type]
-        copy_map=copy_map,
-    ) as translator:
+    with translator_over([(0, 0)], copy_map, clusters) as translator:
         translator.prepare([(TP, 40)])
         copy_map.add(TP, topic_id="a", resumed_from=500, runs=((500, 300, 1),), next_offset=501)
         assert copy_map.translate(TP, 40) is None  # the chain restarted
