@@ -14,7 +14,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
@@ -26,8 +25,8 @@ from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets.stores.progress_store import tailed_copy_map
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.integration.test_exact_failover import committed_log
 from mm2_assets_tests.kafka_helpers import (
-    Rec,
     consume_all,
     create_filled_topic,
     produce,
@@ -224,32 +223,9 @@ def test_the_follower_keeps_the_copy_map_current_between_reports_and_passes(
         downstream = translated()
         assert downstream is not None
         # The offset it gives holds that very record on the remote topic.
-        assert record_at(backup, f"primary.{topic}", downstream) == source[upstream]
+        assert dict(committed_log(backup, f"primary.{topic}", 0))[downstream] == source[upstream]
     assert running.error is None, running.error
     assert not running.reporter.problems, running.reporter.problems
-
-
-def record_at(bootstrap: str, topic: str, offset: int, partition: int = 0) -> Rec:
-    """The committed record at `offset` of `topic`-`partition`."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("reader"),
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                assert msg.offset() == offset, (msg.offset(), offset)
-                return Rec.from_message(msg)
-        raise AssertionError(f"no record at {topic}-{partition} offset {offset}")
-    finally:
-        consumer.close()
 
 
 CLI = Path(sys.executable).parent / "mm2-assets"
