@@ -173,8 +173,27 @@ def ensure_topic(
                 f"cannot grow topic '{name}' on cluster '{cluster}' from {current.partitions} "
                 f"to {partitions} partitions: {exc}"
             ) from exc
+        _await_partitions(admin, name, partitions, cluster=cluster, timeout=timeout)
         return True
     return False
+
+
+def _await_partitions(
+    admin: AdminClient, name: str, partitions: int, *, cluster: str, timeout: float
+) -> None:
+    """Wait, up to `timeout`, until the metadata shows `name` with `partitions` partitions.
+
+    CreatePartitions returns once the controller has the change; the brokers' metadata
+    follows a moment later. A caller that plans or produces on the new partitions right
+    away would otherwise see the old count."""
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while time.monotonic() < deadline:
+        current = list_topics(admin, cluster=cluster, topic=name).get(name)
+        if current is not None and current.partitions >= partitions:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 @dataclass(frozen=True)
