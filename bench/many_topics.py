@@ -407,11 +407,44 @@ def measure(args: argparse.Namespace, report: dict) -> None:
     """One run (see the module docstring); fills `report`."""
     topics = topic_names(args.topics)
     partitions = [(t, p) for t in topics for p in range(args.partitions)]
+    with tempfile.TemporaryDirectory(prefix="many-kafka-") as kafka_dir:
+        try:
+            _measure_on(args, report, topics, partitions, Path(kafka_dir))
+        finally:
+            # The brokers' own account (a full heap, a stalled controller) goes with the run.
+            report["broker_problems"] = keep_broker_logs(Path(kafka_dir), Path(args.out))
+
+
+BROKER_LOG_KEPT_BYTES = 4 * 1024 * 1024
+BROKER_PROBLEM = ("ERROR", "FATAL", "OutOfMemoryError", "Shutting down")
+
+
+def keep_broker_logs(kafka_dir: Path, out: Path) -> dict[str, list[str]]:
+    """Copy the end of each broker's log to `out/broker-<alias>.log`; return the first of
+    their ERROR/FATAL lines per broker (for the report)."""
+    out.mkdir(parents=True, exist_ok=True)
+    problems: dict[str, list[str]] = {}
+    for log in sorted(kafka_dir.glob("*/broker.log")):
+        alias = log.parent.name
+        with log.open("rb") as f:
+            f.seek(max(0, log.stat().st_size - BROKER_LOG_KEPT_BYTES))
+            tail = f.read()
+        (out / f"broker-{alias}.log").write_bytes(tail)
+        lines = tail.decode(errors="replace").splitlines()
+        problems[alias] = [x[:300] for x in lines if any(p in x for p in BROKER_PROBLEM)][:20]
+    return problems
+
+
+def _measure_on(
+    args: argparse.Namespace,
+    report: dict,
+    topics: list[str],
+    partitions: list[tuple[str, int]],
+    kafka_dir: Path,
+) -> None:
+    """`measure`'s run on clusters under `kafka_dir`."""
     n = len(partitions)
-    with (
-        tempfile.TemporaryDirectory(prefix="many-kafka-") as kafka_dir,
-        running_clusters(["primary", "backup"], Path(kafka_dir)) as clusters,
-    ):
+    with running_clusters(["primary", "backup"], kafka_dir) as clusters:
         source = clusters["primary"].bootstrap_servers
         target = clusters["backup"].bootstrap_servers
         broker_pids = [c.pid for c in clusters.values()]
@@ -808,6 +841,13 @@ def markdown(report: dict) -> str:
             f"stop: {stop.get('open_transactions', '-')}.",
             "",
         ]
+    broker_problems = {a: ls for a, ls in report.get("broker_problems", {}).items() if ls}
+    if broker_problems:
+        lines += ["## The brokers' errors", ""]
+        for alias, found in broker_problems.items():
+            lines += [f"- `{alias}` (first {len(found)}; log tail in `broker-{alias}.log`):"]
+            lines += [f"  - `{x}`" for x in found]
+        lines += [""]
     fl = report.get("follower_log")
     if fl and (fl["problems"] or len(fl["layouts"]) > 1 or fl.get("copy_restarts")):
         lines += [
