@@ -444,7 +444,7 @@ def _measure_on(
 ) -> None:
     """`measure`'s run on clusters under `kafka_dir`."""
     n = len(partitions)
-    with running_clusters(["primary", "backup"], kafka_dir) as clusters:
+    with running_clusters(["primary", "backup"], kafka_dir, heap=args.broker_heap) as clusters:
         source = clusters["primary"].bootstrap_servers
         target = clusters["backup"].bootstrap_servers
         broker_pids = [c.pid for c in clusters.values()]
@@ -672,7 +672,8 @@ def markdown(report: dict) -> str:
         "",
         f"Machine: {m['cpus']} cores, {m['memory_gib']:.0f} GiB "
         f"({m['platform']}), Python {m['python']}, Kafka {report['kafka_version']} "
-        "(two local single-broker clusters from the project's launcher, 512 MB heap each), "
+        f"(two local single-broker clusters from the project's launcher, "
+        f"{p.get('broker_heap', '512m')} heap each), "
         f"commit {report['git']['commit'][:10]}"
         + (
             f" with changes to {', '.join(report['git']['changed'])}"
@@ -897,6 +898,13 @@ def main() -> int:
         "--startup-timeout", type=float, default=900, help="for the follower to copy every probe"
     )
     parser.add_argument("--drain-timeout", type=float, default=180)
+    parser.add_argument(
+        "--broker-heap",
+        default="2g",
+        help="each broker's -Xmx: a fetch over thousands of partitions parks an entry per "
+        "partition in the broker's fetch purgatory until its next purge, and at 8,000 "
+        "partitions 512m filled up (GC thrash, then requests timing out)",
+    )
     parser.add_argument(
         "--follower-property",
         action="append",

@@ -560,10 +560,11 @@ def running_clusters(
     *,
     base_port: int | None = None,
     security: BrokerSecurity | None = None,
+    heap: str = "512m",
 ) -> Iterator[dict[str, LocalCluster]]:
     """Context manager: clusters by alias, stopped on exit whatever happens inside."""
     clusters = start_clusters(
-        aliases, base_dir, base_port=base_port, attached=True, security=security
+        aliases, base_dir, base_port=base_port, attached=True, security=security, heap=heap
     )
     try:
         yield {c.alias: c for c in clusters}
