@@ -229,7 +229,7 @@ def _add_kafka_up_arguments(up: argparse.ArgumentParser) -> None:
         default=launcher.DEFAULT_BASE_PORT,
         help="client port of the first cluster; each next cluster adds 100",
     )
-    up.add_argument("--heap", default="512m", help="broker JVM max heap")
+    up.add_argument("--heap", default=launcher.BROKER_HEAP, help="broker JVM max heap")
     up.add_argument(
         "--sasl-user",
         action="append",

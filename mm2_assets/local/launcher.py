@@ -125,6 +125,10 @@ def broker_properties(
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
+BROKER_HEAP = "512m"
+"""A local broker's -Xmx: enough for the embedded default and the tests (a few hundred
+partitions); `bench/many_topics.py` asks for more."""
+
 KAFKA_BROKER_PROPERTIES_ENV = "MM2_ASSETS_KAFKA_BROKER_PROPERTIES"
 """Extra server.properties settings for the local brokers, `key=value` pairs separated by
 spaces; they win over ours, except the listeners of a secured cluster. The test suite sets fewer
@@ -376,7 +380,7 @@ def launch_cluster(
     port: int,
     controller_port: int,
     *,
-    heap: str = "512m",
+    heap: str = BROKER_HEAP,
     attached: bool = True,
     security: BrokerSecurity | None = None,
     tls_port: int | None = None,
@@ -506,7 +510,7 @@ def start_clusters(
     base_dir: Path,
     *,
     base_port: int | None = DEFAULT_BASE_PORT,
-    heap: str = "512m",
+    heap: str = BROKER_HEAP,
     attached: bool = True,
     timeout: float = 90.0,
     security: BrokerSecurity | None = None,
@@ -560,7 +564,7 @@ def running_clusters(
     *,
     base_port: int | None = None,
     security: BrokerSecurity | None = None,
-    heap: str = "512m",
+    heap: str = BROKER_HEAP,
 ) -> Iterator[dict[str, LocalCluster]]:
     """Context manager: clusters by alias, stopped on exit whatever happens inside."""
     clusters = start_clusters(
