@@ -173,6 +173,11 @@ def create_filled_topic(
     return records
 
 
+EOF_SETTLE_S = 2.0
+"""How long `consume_all` waits for a read_committed read that ended short of the high
+watermark to move on (a commit's markers on their way) before it takes that end."""
+
+
 def consume_all(
     bootstrap: str,
     topic: str,
@@ -196,10 +201,13 @@ def consume_all(
     try:
         # Partitions with nothing in them never need reading; the rest end at EOF.
         pending = set()
+        highs: dict[int, int] = {}
         for p in partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             if high > low:
                 pending.add(p)
+                highs[p] = high
+        early_eof: dict[int, float] = {}
         # From the log start, wherever retention or deleteRecords moved it (an explicit
         # offset 0 below the log start would be reset by auto.offset.reset, to the end).
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -210,10 +218,21 @@ def consume_all(
                 error = msg.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
+                        p = msg.partition()
+                        # A commit's markers reach the partition a moment after EndTxn
+                        # answers: until then a read_committed read ends at the open
+                        # transaction's start, short of the high watermark. Give them
+                        # EOF_SETTLE_S to land (a transaction left open stays unread).
+                        if isolation == "read_committed" and msg.offset() < highs.get(p, 0):
+                            early_eof.setdefault(p, time.monotonic())
+                        else:
+                            pending.discard(p)
                         continue
                     raise KafkaException(error)
+                early_eof.pop(msg.partition(), None)
                 out[msg.partition()].append(Rec.from_message(msg))
+            now = time.monotonic()
+            pending -= {p for p, at in early_eof.items() if now - at >= EOF_SETTLE_S}
         assert not pending, f"timed out reading {topic} partitions {sorted(pending)}"
         return out
     finally:
