@@ -227,3 +227,29 @@ class TreeCpu:
         self._stop.set()
         self._thread.join()
         self._sample()
+
+
+def machine_counters() -> dict[str, float]:
+    """The whole machine's cumulative counters from /proc: CPU seconds by kind (busy, iowait,
+    steal: time the hypervisor gave to other guests) and pages the kernel scanned to reclaim
+    memory, with the page cache and available memory right now (MB). The growth of a counter
+    between two samples tells what the machine did meanwhile, beside the processes measured."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    vmstat = {}
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        vmstat[key] = int(value)
+    meminfo = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        meminfo[key] = int(value.split()[0])
+    return {
+        "busy_s": (user + nice + system + irq + softirq) / CLOCK_TICKS,
+        "idle_s": idle / CLOCK_TICKS,
+        "iowait_s": iowait / CLOCK_TICKS,
+        "steal_s": steal / CLOCK_TICKS,
+        "reclaim_scanned_pages": sum(v for k, v in vmstat.items() if k.startswith("pgscan_")),
+        "page_cache_mb": meminfo.get("Cached", 0) / 1024,
+        "available_mb": meminfo.get("MemAvailable", 0) / 1024,
+    }

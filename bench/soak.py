@@ -32,7 +32,10 @@ source, and `backup`), writes an mm2.properties for the flow primary->backup on 
 6. after `--warmup-minutes`, `--minutes` are measured in buckets of `--bucket-minutes`
    (10; half the soak when it is shorter than two buckets); sampled every
    `--sample-seconds`: the daemon's process tree (daemon, code server, run workers, Spark's
-   JVM and workers) RSS and CPU (`procstat`), the brokers' CPU, and the event log;
+   JVM and workers) RSS and CPU (`procstat`), the brokers' CPU, the event log, the whole
+   machine's busy, steal and iowait time, memory reclaim and page cache (`/proc`), and the
+   brokers' log directories (size, the log cleaner's progress); the brokers log their GC
+   pauses (`broker_signals`): a slow bucket can then be told from a busy machine or brokers;
 7. at the end: producing stops, the target catches up, lost and duplicated records are counted
    per partition, record by record; the daemon's process group gets SIGTERM (its members are
    waited for, and whatever is left is listed, then killed); the clusters stop.
@@ -110,9 +113,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broker_signals import Pause, gc_log_option, log_dir_counters, pauses_in, read_pauses
 from latency import LAYOUT_LINE, Phase, Tally, fmt, load_note, machine_load, percentile
 from mm2_process import group_members, interrupt_on_sigterm, start_process_group, stop_process_group
-from procstat import TreeCpu, process_cpu_seconds, tree_pids, tree_rss_by_role
+from procstat import TreeCpu, machine_counters, process_cpu_seconds, tree_pids, tree_rss_by_role
 
 from mm2_assets.deploy.instance import init_instance
 from mm2_assets.kafka.admin import (
@@ -123,7 +127,7 @@ from mm2_assets.kafka.admin import (
     flow_admin,
 )
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, LocalCluster, running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Heartbeat, OffsetSync, WireFormatError
@@ -926,9 +930,18 @@ def bucket_row(
     heartbeats: list[float],
     samples: list[dict],
     t0: float,
+    gc_pauses: dict[str, list[Pause]] | None = None,
 ) -> dict:
     """One bucket's figures (see the module docstring)."""
     window = window_samples(samples, start, end)
+    brokers = {
+        alias: {
+            "gc_pauses": pauses_in(pauses, start, end),
+            "cleaned_offsets": rate_of(window, f"{alias}_cleaned_offsets", end - start),
+            "log_dir_mb": rate_of(window, f"{alias}_log_dir_mb", end - start),
+        }
+        for alias, pauses in (gc_pauses or {}).items()
+    }
     rss = [s["rss_mb"] for s in samples if start <= s["t"] <= end] or [s["rss_mb"] for s in window]
     # A pass counts in the bucket it started in (an unfinished one with its lower bound).
     mine = [
@@ -960,6 +973,16 @@ def bucket_row(
         "events_per_min": rate_of(window, "events", 60),
         "storage_mb_per_min": rate_of(window, "storage_mb", 60),
         "loadavg_1m": statistics.fmean([s["loadavg_1m"] for s in window]) if window else None,
+        "machine_busy_cores": rate_of(window, "machine_busy_s"),
+        "steal_cores": rate_of(window, "steal_s"),
+        "iowait_cores": rate_of(window, "iowait_s"),
+        "reclaim_pages_per_s": rate_of(window, "reclaim_scanned_pages"),
+        "page_cache_mb": (
+            statistics.fmean(s["page_cache_mb"] for s in window if "page_cache_mb" in s)
+            if any("page_cache_mb" in s for s in window)
+            else None
+        ),
+        "brokers": brokers,
     }
 
 
@@ -999,6 +1022,51 @@ def rss_table(buckets: list[dict]) -> list[str]:
         by_role = b.get("rss_by_role_mean_mb") or {}
         cells = " | ".join(fmt(by_role.get(r), ".0f") for r in roles)
         lines.append(f"| {b['bucket']} {b['from_min']:g}-{b['to_min']:g} | {cells} |")
+    return lines
+
+
+def machine_table(buckets: list[dict]) -> list[str]:
+    """What the machine and the brokers did per bucket beside the soak's own figures, as
+    markdown lines (none for reports from before these were sampled)."""
+    if not buckets or "machine_busy_cores" not in buckets[0]:
+        return []
+    aliases = sorted({a for b in buckets for a in b.get("brokers") or {}})
+    head = ["minutes", "machine busy cores", "steal cores", "iowait cores"]
+    head += ["reclaim scans pages/s", "page cache MB"]
+    for alias in aliases:
+        head += [
+            f"{alias} GC pauses n / total ms / max ms",
+            f"{alias} offsets cleaned",
+            f"{alias} log dirs MB +",
+        ]
+    lines = [
+        "",
+        "Machine and brokers per bucket (the whole machine from /proc; the brokers' GC pauses "
+        "from their GC logs; offsets cleaned: the growth of the log cleaner's checkpoint, the "
+        "records its cleanings went over; log dirs: growth of their size):",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|" + "---|" * (len(head) - 1),
+    ]
+    for b in buckets:
+        cells = [
+            f"{b['bucket']} {b['from_min']:g}-{b['to_min']:g}",
+            fmt(b["machine_busy_cores"]),
+            fmt(b["steal_cores"], ".3f"),
+            fmt(b["iowait_cores"], ".3f"),
+            fmt(b["reclaim_pages_per_s"], ".0f"),
+            fmt(b["page_cache_mb"], ".0f"),
+        ]
+        for alias in aliases:
+            broker = (b.get("brokers") or {}).get(alias, {})
+            gc = broker.get("gc_pauses") or {}
+            cells += [
+                f"{gc.get('count', '-')} / {fmt(gc.get('total_ms'), '.0f')} / "
+                f"{fmt(gc.get('max_ms'), '.0f')}",
+                fmt(broker.get("cleaned_offsets"), ",.0f"),
+                fmt(broker.get("log_dir_mb"), ",.0f"),
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -1125,6 +1193,7 @@ def markdown(report: dict) -> str:
             f"| {fmt(b['loadavg_1m'])} |"
         )
     lines += rss_table([*report.get("warmup", []), *report["buckets"]])
+    lines += machine_table([*report.get("warmup", []), *report["buckets"]])
     lines += [
         "",
         "## Goals (issue 24)",
@@ -1288,10 +1357,19 @@ def wait_caught_up(stream: Stream, tally: Tally, timeout: float) -> float | None
 
 
 def sample(
-    daemon_pid: int, daemon_cpu: TreeCpu, brokers_cpu: TreeCpu, events: EventLog | None
+    daemon_pid: int,
+    daemon_cpu: TreeCpu,
+    brokers_cpu: TreeCpu,
+    events: EventLog | None,
+    clusters: dict[str, LocalCluster],
 ) -> dict:
     """One sample of what the module docstring lists."""
     by_role = tree_rss_by_role(daemon_pid)
+    machine = machine_counters()
+    brokers = {}
+    for alias, cluster in clusters.items():
+        for key, value in log_dir_counters(Path(cluster.data_dir) / "data").items():
+            brokers[f"{alias}_{key}"] = value
     return {
         "t": time.time(),
         "rss_mb": sum(by_role.values()) / 1e6,
@@ -1303,6 +1381,13 @@ def sample(
         "events": events.sample() if events is not None else None,
         "storage_mb": events.storage_bytes() / 1e6 if events is not None else None,
         "loadavg_1m": os.getloadavg()[0],
+        "machine_busy_s": machine["busy_s"],
+        "steal_s": machine["steal_s"],
+        "iowait_s": machine["iowait_s"],
+        "reclaim_scanned_pages": machine["reclaim_scanned_pages"],
+        "page_cache_mb": machine["page_cache_mb"],
+        "available_mb": machine["available_mb"],
+        **brokers,
     }
 
 
@@ -1341,10 +1426,19 @@ def soak(args: argparse.Namespace, report: dict) -> None:
     report["workdir"] = str(work)
     print(f"soak: work directory {work}", flush=True)
     stops: list[Callable[[], object]] = []
+    # The brokers log their GC pauses into the work directory (`broker_signals`); the
+    # option is theirs alone, not the daemon's.
+    jvm_options = os.environ.get(KAFKA_JVM_OPTIONS_ENV, "")
+    os.environ[KAFKA_JVM_OPTIONS_ENV] = f"{jvm_options} {gc_log_option(work)}".strip()
     with (
         tempfile.TemporaryDirectory(prefix="soak-kafka-") as kafka_dir,
         running_clusters([SOURCE, TARGET], Path(kafka_dir)) as clusters,
     ):
+        if jvm_options:
+            os.environ[KAFKA_JVM_OPTIONS_ENV] = jvm_options
+        else:
+            del os.environ[KAFKA_JVM_OPTIONS_ENV]
+        report["broker_pids"] = {alias: c.pid for alias, c in clusters.items()}
         source = clusters[SOURCE].bootstrap_servers
         target = clusters[TARGET].bootstrap_servers
         config = work / "mm2.properties"
@@ -1411,12 +1505,16 @@ def soak(args: argparse.Namespace, report: dict) -> None:
                 stops.append(churn.stop)
                 samples: list[dict] = []
                 report["samples"] = samples
+
+                def take_sample() -> dict:
+                    return sample(daemon.pid, daemon_cpu, brokers_cpu, events, clusters)
+
                 next_sample = time.time()
                 while (now := time.time()) < end:
                     if daemon.poll() is not None:
                         raise RuntimeError(f"dagster-daemon exited ({daemon.returncode})")
                     if now >= next_sample:
-                        samples.append(sample(daemon.pid, daemon_cpu, brokers_cpu, events))
+                        samples.append(take_sample())
                         next_sample += args.sample_seconds
                         s = samples[-1]
                         print(
@@ -1428,7 +1526,7 @@ def soak(args: argparse.Namespace, report: dict) -> None:
                             flush=True,
                         )
                     time.sleep(min(1.0, max(0.05, next_sample - time.time())))
-                samples.append(sample(daemon.pid, daemon_cpu, brokers_cpu, events))
+                samples.append(take_sample())
                 # Producing stops: the churn first (it retires topics through the stream),
                 # then the stream, then the groups.
                 for stop in reversed(stops):
@@ -1437,7 +1535,7 @@ def soak(args: argparse.Namespace, report: dict) -> None:
                 report["caught_up_s"] = wait_caught_up(stream, tally, args.drain_timeout)
                 report["load"]["end"] = machine_load()
                 stop_at = time.time()
-                samples.append(sample(daemon.pid, daemon_cpu, brokers_cpu, events))
+                samples.append(take_sample())
                 report["churn"] = churn.events
                 report["groups"] = {
                     "rounds": groups.rounds,
@@ -1492,9 +1590,12 @@ def soak(args: argparse.Namespace, report: dict) -> None:
     report["bucket_minutes"] = bucket / 60
     edges = [warm_end + i * bucket for i in range(round(args.minutes * 60 / bucket) + 1)]
     lat = latencies_by_bucket(tally, [t0, warm_end, *edges[1:]])
-    report["warmup"] = [bucket_row("warm-up", t0, warm_end, lat[0], passes, beats, samples, t0)]
+    gc = {
+        alias: read_pauses(work / f"gc-{pid}.log") for alias, pid in report["broker_pids"].items()
+    }
+    report["warmup"] = [bucket_row("warm-up", t0, warm_end, lat[0], passes, beats, samples, t0, gc)]
     report["buckets"] = [
-        bucket_row(f"#{i + 1}", a, b, lat[i + 1], passes, beats, samples, t0)
+        bucket_row(f"#{i + 1}", a, b, lat[i + 1], passes, beats, samples, t0, gc)
         for i, (a, b) in enumerate(itertools.pairwise(edges))
     ]
     report["verdicts"] = verdicts(report)

@@ -1,0 +1,75 @@
+"""What the local brokers did beside serving clients (their JVMs' stop-the-world pauses, from
+unified GC logs; the log cleaner's progress and the log directories' size, from disk): which
+part of a benchmark's slow spell was the brokers' own work."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+# `[2026-11-28T00:15:00.123+0000] GC(12) Pause Young (Normal) (G1 Evacuation Pause) 6M->3M(32M)
+# 4.544ms` (one line)
+_PAUSE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause .* (\d+(?:\.\d+)?)ms$")
+
+
+def gc_log_option(directory: Path) -> str:
+    """The JVM option that logs each GC event with its wall-clock time to
+    `directory/gc-<pid>.log` (one file per JVM; the launcher takes it from
+    `MM2_ASSETS_KAFKA_JVM_OPTIONS`)."""
+    return f"-Xlog:gc:file={directory}/gc-%p.log:time"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One stop-the-world pause: when it ended (epoch seconds) and how long it took."""
+
+    at: float
+    ms: float
+
+
+def read_pauses(path: Path) -> list[Pause]:
+    """The pauses a GC log written with `gc_log_option` lists (none when it is missing)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        match = _PAUSE.match(line.strip())
+        if match:
+            at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+            out.append(Pause(at, float(match.group(2))))
+    return out
+
+
+def pauses_in(pauses: list[Pause], start: float, end: float) -> dict[str, float | int]:
+    """Count, total and longest (ms) of the pauses that ended in [start, end)."""
+    inside = [p.ms for p in pauses if start <= p.at < end]
+    return {
+        "count": len(inside),
+        "total_ms": round(sum(inside), 1),
+        "max_ms": round(max(inside), 1) if inside else 0.0,
+    }
+
+
+def log_dir_counters(data_dir: Path) -> dict[str, float]:
+    """A broker's `log.dirs` right now: its size (MB), and the sum over compacted partitions of
+    the offset the log cleaner has cleaned up to (`cleaner-offset-checkpoint`), which grows by
+    the records each cleaning went over."""
+    size = 0
+    for path in data_dir.rglob("*"):
+        try:
+            if path.is_file():
+                size += path.stat().st_size
+        except OSError:  # a segment deleted while walking
+            continue
+    cleaned = 0
+    try:
+        lines = (data_dir / "cleaner-offset-checkpoint").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines[2:]:  # version, count, then `topic partition offset`
+        parts = line.split()
+        if len(parts) == 3:
+            cleaned += int(parts[2])
+    return {"log_dir_mb": size / 1e6, "cleaned_offsets": cleaned}

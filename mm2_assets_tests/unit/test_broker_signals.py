@@ -1,0 +1,74 @@
+"""bench/broker_signals.py: the brokers' GC pauses and log-cleaner progress a soak reports per
+bucket, read from the files a broker writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "broker_signals.py"
+
+
+@pytest.fixture(scope="module")
+def signals() -> ModuleType:
+    """bench/broker_signals.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location("broker_signals", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# As a JDK 17 G1 JVM writes it with `-Xlog:gc:file=...:time`.
+GC_LOG = """\
+[2026-11-28T00:00:16.432+0000] Using G1
+[2026-11-28T00:00:19.423+0000] GC(0) Pause Young (Normal) (G1 Evacuation Pause) 6M->3M(32M) 58.214ms
+[2026-11-28T00:00:20.001+0000] GC(1) Pause Young (Normal) (G1 Evacuation Pause) 6M->3M(32M) 4.544ms
+[2026-11-28T00:01:05.500+0000] GC(2) Pause Remark 20M->18M(32M) 1.200ms
+[2026-11-28T00:01:05.600+0000] GC(2) Concurrent Mark Cycle 40.000ms
+[2026-11-28T00:02:00.000+0000] GC(3) Pause Full (System.gc()) 30M->10M(32M) 12ms
+"""
+
+
+def test_pauses_are_bucketed_by_when_they_ended_and_concurrent_work_is_not_a_pause(
+    signals: ModuleType, tmp_path: Path
+) -> None:
+    log = tmp_path / "gc-1.log"
+    log.write_text(GC_LOG)
+    pauses = signals.read_pauses(log)
+    assert [p.ms for p in pauses] == [58.214, 4.544, 1.2, 12.0]
+    minute = 1795824000.0  # 2026-11-28T00:00:00Z
+    assert signals.pauses_in(pauses, minute, minute + 60) == {
+        "count": 2,
+        "total_ms": 62.8,
+        "max_ms": 58.2,
+    }
+    assert signals.pauses_in(pauses, minute + 60, minute + 120)["count"] == 1
+    assert signals.pauses_in(pauses, minute + 180, minute + 240) == {
+        "count": 0,
+        "total_ms": 0.0,
+        "max_ms": 0.0,
+    }
+    assert signals.read_pauses(tmp_path / "missing.log") == []
+
+
+def test_log_dir_counters_sum_the_cleaned_offsets_and_the_files(
+    signals: ModuleType, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    (data / "mm2-offset-syncs.backup.internal-0").mkdir(parents=True)
+    (data / "mm2-offset-syncs.backup.internal-0" / "00000000000000000000.log").write_bytes(
+        b"x" * 500_000
+    )
+    assert signals.log_dir_counters(data) == {"log_dir_mb": 0.5, "cleaned_offsets": 0}
+    (data / "cleaner-offset-checkpoint").write_text(
+        "0\n2\nmm2-offset-syncs.backup.internal 0 5000000\n__consumer_offsets 7 1234\n"
+    )
+    counters = signals.log_dir_counters(data)
+    assert counters["cleaned_offsets"] == 5_001_234
+    assert counters["log_dir_mb"] == pytest.approx(0.5, abs=0.001)
