@@ -3,30 +3,16 @@ session clusters (the 50-trial run and its results are in bench/results/crash_tr
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from mm2_assets_tests.bench_scripts import load_bench_script
 from mm2_assets_tests.kafka_helpers import unique
 
 pytestmark = pytest.mark.integration
 
-HARNESS = Path(__file__).resolve().parents[2] / "bench" / "crash_trials.py"
-
-
-def load_harness():
-    """bench/crash_trials.py as a module (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("crash_trials", HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-crash_trials = load_harness()
+crash_trials = load_bench_script("crash_trials")
 
 
 @pytest.mark.parametrize("kind", crash_trials.KINDS)

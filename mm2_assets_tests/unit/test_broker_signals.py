@@ -3,25 +3,17 @@ bucket, read from the files a broker writes."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "broker_signals.py"
+from mm2_assets_tests.bench_scripts import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def signals() -> ModuleType:
-    """bench/broker_signals.py as a module (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("broker_signals", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("broker_signals")
 
 
 # As a JDK 17 G1 JVM writes it with `-Xlog:gc:file=...:time`.
