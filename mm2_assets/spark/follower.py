@@ -59,7 +59,7 @@ from mm2_assets.replication.replication_plan import (
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
-from mm2_assets.spark.job import known_writer_slots, writer_slots
+from mm2_assets.spark.job import follower_tasks, spark_slots
 from mm2_assets.spark.session_start import SessionStart
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.checkpoint_store import CheckpointTail
@@ -209,15 +209,16 @@ class Follower:
         groups: Callable[[], Iterable[str] | None] | None = None,
         local_slots: int | None = None,
     ) -> None:
-        """`spark` gives the session (called once, in `run`); `slots` overrides how many copy
-        tasks to run (default `writer_slots`); `what` names this follower to writers that
+        """`spark` gives the session (called once, in `run`); `slots` overrides how many Spark
+        task slots it has (default: the session's); `tasks.max`, when set, caps the copy
+        tasks it runs on them (`follower_tasks`); `what` names this follower to writers that
         wait for it (`follower run <id>`); `topics` gives the replicated set to copy (default:
         the listener's listing, `ListedTopics`); `groups` the groups to checkpoint (default,
         or when it answers None: the group listener's function, at every pass);
         `local_slots` a local session's task slots, known before it starts.
 
-        When the copy-task count is known without the session (`slots`, `tasks.max`,
-        `local_slots`), the session starts in the background while the follower takes the
+        When the slots are known without the session (`slots`, `local_slots`), the session
+        starts in the background while the follower takes the
         writer lease and plans its first layout: a follower's start pays the longer of the
         two, not their sum."""
         self.flow = flow
@@ -236,6 +237,8 @@ class Follower:
         self._layout: Mapping[str, ReplicatedTopic] = {}
         self._lost: dict[tuple[str, int], int] = {}
         self._slots = 1
+        self._sizing_warning = ""
+        """Why it runs fewer copy tasks than `tasks.max` asks (shown with its first layout)."""
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
         self._tail_failures = 0
@@ -342,6 +345,8 @@ class Follower:
     ) -> None:
         assert self.lease is not None
         assign_tasks(self.flow, plan, self._slots, self.lease.token)
+        if self._sizing_warning and self.generation == 0:
+            plan.warnings.append(self._sizing_warning)
         job = FollowerJob(spark, plan.tasks, self.lease)
         job.start()
         self.job = job
@@ -400,11 +405,14 @@ class Follower:
         """Wait (a standby) while another writer holds the flow, then take its writer lease,
         which fences every slot any earlier writer of the flow used. False when `stop` came
         first."""
-        self._slots = (
-            self._slots_override
-            or known_writer_slots(self.flow, self._local_slots)
-            or writer_slots(self.flow, session.result())
-        )
+        available = self._slots_override or self._local_slots or spark_slots(session.result())
+        self._slots = follower_tasks(self.flow, available)
+        if "tasks.max" in self.flow.properties and self._slots < self.flow.tasks_max:
+            self._sizing_warning = (
+                f"{self.flow.name}: tasks.max = {self.flow.tasks_max}, but Spark has "
+                f"{available} task slots for this follower: it runs {self._slots} copy tasks "
+                "(a follower's tasks all run at once; add executor cores for more)"
+            )
         self.lease = WriterLease(self.flow, slots=self._slots, what=self.what)
         return self.lease.acquire(
             wait=None, stop=stop, on_wait=self.reporter.waiting, on_poll=on_loop

@@ -88,6 +88,13 @@ def known_writer_slots(flow: FlowConfig, local_slots: int | None) -> int | None:
     return local_slots
 
 
+def follower_tasks(flow: FlowConfig, slots: int) -> int:
+    """How many copy tasks a follower of `flow` runs on `slots` Spark task slots: its tasks
+    all run at once for as long as it follows (a task waiting for a slot would leave its
+    partitions uncopied), so `tasks.max`, when set, caps them and never adds any."""
+    return min(flow.tasks_max, slots) if "tasks.max" in flow.properties else slots
+
+
 def spark_slots(spark: Any) -> int:
     """How many tasks `spark` runs at once: `defaultParallelism` (Spark Connect: the
     `spark.default.parallelism` setting, else 2, Spark's minimum)."""

@@ -13,7 +13,7 @@ from mm2_assets.follow_command import spark_for
 from mm2_assets.mm2.config import MM2Config, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.spark_settings import local_slots
-from mm2_assets.spark.job import known_writer_slots
+from mm2_assets.spark.job import follower_tasks, known_writer_slots
 from mm2_assets.spark.python_daemon import installed_pyspark_first
 from mm2_assets.spark.session_start import SessionStart
 
@@ -186,8 +186,16 @@ def test_a_follower_knows_its_task_count_before_a_local_session_starts(monkeypat
     flow = parse().flows[0]
     assert known_writer_slots(flow, 3) == 3
     assert known_writer_slots(flow, None) is None
-    # tasks.max wins, as in writer_slots.
+    # tasks.max wins, as in writer_slots (a pass's extra tasks wait for a slot).
     assert known_writer_slots(parse("tasks.max = 5\n").flows[0], 3) == 5
+
+
+def test_a_follower_runs_a_task_per_slot_capped_by_tasks_max() -> None:
+    """A follower's tasks never end, so one waiting for a slot would never copy: tasks.max
+    caps a follower's tasks at the slots it has, and never adds any."""
+    assert follower_tasks(parse().flows[0], 3) == 3
+    assert follower_tasks(parse("tasks.max = 2\n").flows[0], 3) == 2
+    assert follower_tasks(parse("tasks.max = 8\n").flows[0], 3) == 3
 
 
 def test_a_session_started_in_the_background_gives_itself_or_its_error() -> None:
