@@ -218,9 +218,8 @@ class Follower:
         `local_slots` a local session's task slots, known before it starts.
 
         When the slots are known without the session (`slots`, `local_slots`), the session
-        starts in the background while the follower takes the
-        writer lease and plans its first layout: a follower's start pays the longer of the
-        two, not their sum."""
+        starts in the background while the follower takes the writer lease and plans its
+        first layout: a follower's start pays the longer of the two, not their sum."""
         self.flow = flow
         self.what = what
         self.lease: WriterLease | None = None
