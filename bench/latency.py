@@ -199,8 +199,44 @@ class Tally:
         return records
 
 
+def tail_breakdown(phase: Phase, appended: Phase, share: float = 0.01) -> dict | None:
+    """Where a rate's records spent their time, for all of them and for the slowest `share`
+    (by produce → visible): the producer and source broker (CreateTime → acknowledged), the
+    copy (acknowledged → appended on the target, as a read_uncommitted reader first saw it:
+    the system's fetch and produce), and the commit (appended → visible read_committed: the
+    wait for the transaction's commit and its markers; ~0 for a system without transactions).
+    Seconds; None without records seen by both readers."""
+    rows = []
+    for i, visible in enumerate(phase.visible):
+        acked = phase.acked[i] if i < len(phase.acked) else 0.0
+        seen = appended.visible[i] if i < len(appended.visible) else 0.0
+        if visible and acked and seen:
+            created = phase.created[i]
+            rows.append((visible - created, acked - created, seen - acked, visible - seen))
+    if not rows:
+        return None
+    rows.sort()
+    slowest = rows[-max(1, round(len(rows) * share)) :]
+    names = ("total_s", "ack_s", "copy_s", "commit_s")
+
+    def parts(part: list[tuple[float, ...]], of: Callable[[list[float]], float]) -> dict:
+        return {name: of([r[k] for r in part]) for k, name in enumerate(names)}
+
+    return {
+        "records": len(rows),
+        "share": share,
+        "median": parts(rows, statistics.median),
+        "slowest_records": len(slowest),
+        # Means add up to the total: how the slowest records' time divides.
+        "slowest_mean": parts(slowest, statistics.fmean),
+        "slowest_median": parts(slowest, statistics.median),
+    }
+
+
 class TargetReader:
-    """A read_committed reader of a remote topic from offset 0, in a thread, feeding a Tally.
+    """A reader of a remote topic from offset 0, in a thread, feeding a Tally: read_committed
+    (what a consumer sees), or read_uncommitted to stamp when records were appended there
+    (`--breakdown`, see `tail_breakdown`).
 
     Assigned (no group: no rebalance delay) as soon as the remote topic exists, before any
     record there is visible (`started_at` before the first record's stamp shows it was).
@@ -211,10 +247,13 @@ class TargetReader:
     default stays: the brokers here spend ~0.15 cores serving an idle 50 ms fetch loop.
     """
 
-    def __init__(self, bootstrap: str, topic: str, tally: Tally) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, tally: Tally, isolation: str = "read_committed"
+    ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.tally = tally
+        self.isolation = isolation
         self.error: BaseException | None = None
         self.started_at: float | None = None
         self._finish_at: float | None = None
@@ -232,7 +271,7 @@ class TargetReader:
                 "bootstrap.servers": self.bootstrap,
                 "group.id": f"lat-reader-{time.time_ns()}",
                 "enable.auto.commit": False,
-                "isolation.level": "read_committed",
+                "isolation.level": self.isolation,
                 "fetch.max.bytes": 64 * 1024 * 1024,
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
             }
@@ -772,6 +811,13 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
     print(f"{name}: brokers quiet after {settled['waited_s']} s ({settled['cores']} cores)")
     running = start_system(name, ctx, topic, args)
     reader = TargetReader(ctx["target"], running.remote, tally)
+    readers = [reader]
+    appended: Tally | None = None
+    if args.breakdown:
+        appended = Tally(list(tally.phases))
+        readers.append(
+            TargetReader(ctx["target"], running.remote, appended, isolation="read_uncommitted")
+        )
     print(f"{name}: started in {running.workdir}", flush=True)
     rows: list[dict] = []
     stopped: dict = {}
@@ -782,7 +828,9 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         for p in range(PARTITIONS):
             probe.produce(topic, key=b"%s-%d" % (PROBE, p), value=b"p", partition=p)
         probe.flush(30)
-        started = wait_started(running, ctx["target"], args.warmup, reader.start)
+        started = wait_started(
+            running, ctx["target"], args.warmup, lambda: [r.start() for r in readers]
+        )
         probes = tally.phases[PROBE]
         while probes.distinct < PARTITIONS:
             if time.time() - running.started > args.warmup or not running.alive():
@@ -807,7 +855,8 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
             print(f"{name} re-layout: {json.dumps(relayout)}", flush=True)
     finally:
         stopped = running.stop()
-        reader.finish()
+        for r in readers:
+            r.finish()
     stopped["open_transactions"] = open_transactions(ctx["target"], running.remote)
     log = follower_log(running) if name == "follower" else None
     for row in rows:
@@ -832,6 +881,8 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         )
         if log is not None:
             row["follower_max_reported_lag"] = reported_lag(log, row["window_clock"])
+        if appended is not None:
+            row["breakdown"] = tail_breakdown(phase, appended.phases[phases[row["rate"]]])
     if relayout is not None:
         # Like the rates', counted once the system stopped and the reader saw nothing new.
         moved = tally.phases[RELAYOUT]
@@ -1048,6 +1099,44 @@ def _relayout_section(systems: list[dict]) -> list[str]:
     ]
 
 
+def _breakdown_table(systems: list[dict], rate: int) -> list[str]:
+    """The rate's `tail_breakdown` per system, when the run had `--breakdown`."""
+    rows = [
+        (s["system"], r["breakdown"])
+        for s in systems
+        for r in s["rates"]
+        if r["rate"] == rate and r.get("breakdown")
+    ]
+    if not rows:
+        return []
+
+    def split(parts: dict) -> str:
+        return " / ".join(f"{parts[k]:.3f}" for k in ("total_s", "ack_s", "copy_s", "commit_s"))
+
+    share = rows[0][1]["share"]
+    lines = [
+        f"Where the time went (s, total / source ack / copy / commit): the median record's "
+        f"parts, and the slowest {share:.0%} of records' mean parts (which add up to their "
+        "mean total).",
+        "",
+        f"| system | median record | slowest {share:.0%}: mean | slowest {share:.0%}: median |",
+        "|---|---|---|---|",
+    ]
+    for system, b in rows:
+        lines.append(
+            f"| {system} | {split(b['median'])} | {split(b['slowest_mean'])} "
+            f"| {split(b['slowest_median'])} |"
+        )
+    return [
+        *lines,
+        "",
+        "Source ack: CreateTime → acknowledged to the producer. Copy: acknowledged → first "
+        "seen on the target by a read_uncommitted reader (the system's fetch and produce). "
+        "Commit: that → first seen read_committed (the wait for the transaction to commit).",
+        "",
+    ]
+
+
 def markdown(report: dict) -> str:
     params = report["params"]
     failed = [r for r in report["systems"] + report["backlog"] if "error" in r]
@@ -1166,6 +1255,7 @@ def markdown(report: dict) -> str:
             )
             notes.append(f"1-minute loadavg at the window's start → end: {loads}.")
             lines += ["", *notes, ""]
+            lines += _breakdown_table(systems, rate)
         lines += [
             "p50-max: produce (CreateTime) → first visible on the target (read_committed). "
             "Added: the source broker's acknowledgement to the producer → first visible on the "
@@ -1301,6 +1391,12 @@ def main() -> int:
         default=[],
         metavar="KEY=VALUE",
         help="an extra mm2.properties line for the follower (repeatable; experiments)",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also read each remote topic read_uncommitted, to split every record's latency "
+        "into acknowledgement, copy and commit (one more reader on the same cores)",
     )
     parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
