@@ -59,7 +59,7 @@ from mm2_assets.replication.replication_plan import (
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
-from mm2_assets.spark.job import follower_tasks, spark_slots
+from mm2_assets.spark.job import follower_sizing_warning, follower_tasks, spark_slots
 from mm2_assets.spark.session_start import SessionStart
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.checkpoint_store import CheckpointTail
@@ -236,7 +236,7 @@ class Follower:
         self._layout: Mapping[str, ReplicatedTopic] = {}
         self._lost: dict[tuple[str, int], int] = {}
         self._slots = 1
-        self._sizing_warning = ""
+        self._sizing_warning: str | None = None
         """Why it runs fewer copy tasks than `tasks.max` asks (shown with its first layout)."""
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
@@ -406,12 +406,7 @@ class Follower:
         first."""
         available = self._slots_override or self._local_slots or spark_slots(session.result())
         self._slots = follower_tasks(self.flow, available)
-        if "tasks.max" in self.flow.properties and self._slots < self.flow.tasks_max:
-            self._sizing_warning = (
-                f"{self.flow.name}: tasks.max = {self.flow.tasks_max}, but Spark has "
-                f"{available} task slots for this follower: it runs {self._slots} copy tasks "
-                "(a follower's tasks all run at once; add executor cores for more)"
-            )
+        self._sizing_warning = follower_sizing_warning(self.flow, available)
         self.lease = WriterLease(self.flow, slots=self._slots, what=self.what)
         return self.lease.acquire(
             wait=None, stop=stop, on_wait=self.reporter.waiting, on_poll=on_loop

@@ -95,6 +95,19 @@ def follower_tasks(flow: FlowConfig, slots: int) -> int:
     return min(flow.tasks_max, slots) if "tasks.max" in flow.properties else slots
 
 
+def follower_sizing_warning(flow: FlowConfig, slots: int) -> str | None:
+    """Why a follower of `flow` runs fewer copy tasks than its `tasks.max` asks on `slots`
+    Spark task slots (see `follower_tasks`), or None when it runs them all."""
+    tasks = follower_tasks(flow, slots)
+    if "tasks.max" not in flow.properties or tasks >= flow.tasks_max:
+        return None
+    return (
+        f"{flow.name}: tasks.max = {flow.tasks_max}, but Spark has {slots} task slots for "
+        f"this follower: it runs {tasks} copy tasks (a follower's tasks all run at once; add "
+        "executor cores for more)"
+    )
+
+
 def spark_slots(spark: Any) -> int:
     """How many tasks `spark` runs at once: `defaultParallelism` (Spark Connect: the
     `spark.default.parallelism` setting, else 2, Spark's minimum)."""

@@ -13,7 +13,7 @@ from mm2_assets.follow_command import spark_for
 from mm2_assets.mm2.config import MM2Config, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.spark_settings import local_slots
-from mm2_assets.spark.job import follower_tasks, known_writer_slots
+from mm2_assets.spark.job import follower_sizing_warning, follower_tasks, known_writer_slots
 from mm2_assets.spark.python_daemon import installed_pyspark_first
 from mm2_assets.spark.session_start import SessionStart
 
@@ -196,6 +196,16 @@ def test_a_follower_runs_a_task_per_slot_capped_by_tasks_max() -> None:
     assert follower_tasks(parse().flows[0], 3) == 3
     assert follower_tasks(parse("tasks.max = 2\n").flows[0], 3) == 2
     assert follower_tasks(parse("tasks.max = 8\n").flows[0], 3) == 3
+
+
+def test_a_follower_cut_below_tasks_max_says_why() -> None:
+    assert follower_sizing_warning(parse().flows[0], 3) is None
+    assert follower_sizing_warning(parse("tasks.max = 3\n").flows[0], 3) is None
+    warning = follower_sizing_warning(parse("tasks.max = 8\n").flows[0], 3)
+    assert warning == (
+        "primary->backup: tasks.max = 8, but Spark has 3 task slots for this follower: it "
+        "runs 3 copy tasks (a follower's tasks all run at once; add executor cores for more)"
+    )
 
 
 def test_a_session_started_in_the_background_gives_itself_or_its_error() -> None:
