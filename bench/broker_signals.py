@@ -4,10 +4,16 @@ part of a benchmark's slow spell was the brokers' own work."""
 
 from __future__ import annotations
 
+import bisect
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV
 
 # `[2026-11-28T00:15:00.123+0000] GC(12) Pause Young (Normal) (G1 Evacuation Pause) 6M->3M(32M)
 # 4.544ms` (one line)
@@ -19,6 +25,21 @@ def gc_log_option(directory: Path) -> str:
     `directory/gc-<pid>.log` (one file per JVM; the launcher takes it from
     `MM2_ASSETS_KAFKA_JVM_OPTIONS`)."""
     return f"-Xlog:gc:file={directory}/gc-%p.log:time"
+
+
+@contextmanager
+def gc_logging(directory: Path) -> Iterator[None]:
+    """Brokers the launcher starts inside log their GC pauses into `directory`
+    (`gc_log_option`); the option is theirs alone: the environment is as before afterwards."""
+    before = os.environ.get(KAFKA_JVM_OPTIONS_ENV)
+    os.environ[KAFKA_JVM_OPTIONS_ENV] = f"{before or ''} {gc_log_option(directory)}".strip()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[KAFKA_JVM_OPTIONS_ENV]
+        else:
+            os.environ[KAFKA_JVM_OPTIONS_ENV] = before
 
 
 @dataclass(frozen=True)
@@ -40,6 +61,28 @@ def read_pauses(path: Path) -> list[Pause]:
             at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
             out.append(Pause(at, float(match.group(2))))
     return out
+
+
+def paused_share(pauses: list[Pause], spans: list[tuple[float, float]]) -> float | None:
+    """The share of `spans` (start, end; epoch seconds) during which some pause ran (a pause
+    runs from `at - ms` to `at`); None for no spans."""
+    if not spans:
+        return None
+    ordered = sorted((p.at - p.ms / 1000, p.at) for p in pauses)
+    starts = [start for start, _ in ordered]
+    longest = max((end - start for start, end in ordered), default=0.0)
+    hit = 0
+    for start, end in spans:
+        # Pauses starting before `end`; one overlaps when it ends after `start` (only the
+        # pauses starting within the longest pause's length before `start` can).
+        i = bisect.bisect_left(starts, end)
+        j = i
+        while j > 0 and ordered[j - 1][0] >= start - longest:
+            j -= 1
+            if ordered[j][1] > start:
+                hit += 1
+                break
+    return hit / len(spans)
 
 
 def pauses_in(pauses: list[Pause], start: float, end: float) -> dict[str, float | int]:

@@ -70,6 +70,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broker_signals import Pause, gc_logging, paused_share, pauses_in, read_pauses
 from mm2_process import (
     group_members,
     interrupt_on_sigterm,
@@ -230,6 +231,21 @@ def tail_breakdown(phase: Phase, appended: Phase, share: float = 0.01) -> dict |
         # Means add up to the total: how the slowest records' time divides.
         "slowest_mean": parts(slowest, statistics.fmean),
         "slowest_median": parts(slowest, statistics.median),
+    }
+
+
+def pause_overlap(phase: Phase, pauses: list[Pause], share: float = 0.01) -> dict | None:
+    """How many of a rate's records were in flight (CreateTime → visible) while a broker's
+    JVM paused, of all of them and of the slowest `share`: when the slowest overlap pauses
+    far more often, the brokers' GC makes the tail. None without records."""
+    spans = sorted((v - c, c, v) for v, c in zip(phase.visible, phase.created, strict=True) if v)
+    if not spans:
+        return None
+    slowest = spans[-max(1, round(len(spans) * share)) :]
+    return {
+        "share": share,
+        "all": paused_share(pauses, [(c, v) for _, c, v in spans]),
+        "slowest": paused_share(pauses, [(c, v) for _, c, v in slowest]),
     }
 
 
@@ -859,6 +875,7 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
             r.finish()
     stopped["open_transactions"] = open_transactions(ctx["target"], running.remote)
     log = follower_log(running) if name == "follower" else None
+    pauses = {alias: read_pauses(path) for alias, path in ctx["gc_logs"].items()}
     for row in rows:
         phase = tally.phases[phases[row["rate"]]]
         values, added, acks = phase.latencies(), phase.added_latencies(), phase.ack_latencies()
@@ -883,6 +900,9 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
             row["follower_max_reported_lag"] = reported_lag(log, row["window_clock"])
         if appended is not None:
             row["breakdown"] = tail_breakdown(phase, appended.phases[phases[row["rate"]]])
+        began, ended = row["window_clock"]
+        row["broker_pauses"] = {a: pauses_in(p, began, ended) for a, p in pauses.items()}
+        row["paused"] = pause_overlap(phase, [p for ps in pauses.values() for p in ps])
     if relayout is not None:
         # Like the rates', counted once the system stopped and the reader saw nothing new.
         moved = tally.phases[RELAYOUT]
@@ -1099,6 +1119,29 @@ def _relayout_section(systems: list[dict]) -> list[str]:
     ]
 
 
+def _pause_notes(systems: list[dict], rate: int) -> list[str]:
+    """The brokers' GC pauses in each system's window of `rate`, and how often its records,
+    all and the slowest, were in flight during one."""
+    out = []
+    for s in systems:
+        for r in s["rates"]:
+            if r["rate"] != rate or "broker_pauses" not in r:
+                continue
+            gc = ", ".join(
+                f"{alias} {p['count']} ({p['total_ms']:.0f} ms, longest {p['max_ms']:.0f})"
+                for alias, p in r["broker_pauses"].items()
+            )
+            paused = r.get("paused")
+            overlap = (
+                f"; records in flight during one: {paused['all']:.1%} of all, "
+                f"{paused['slowest']:.1%} of the slowest {paused['share']:.0%}"
+                if paused
+                else ""
+            )
+            out.append(f"{s['system']}: brokers' GC pauses {gc}{overlap}.")
+    return out
+
+
 def _breakdown_table(systems: list[dict], rate: int) -> list[str]:
     """The rate's `tail_breakdown` per system, when the run had `--breakdown`."""
     rows = [
@@ -1254,6 +1297,7 @@ def markdown(report: dict) -> str:
                 if r["rate"] == rate
             )
             notes.append(f"1-minute loadavg at the window's start → end: {loads}.")
+            notes += _pause_notes(systems, rate)
             lines += ["", *notes, ""]
             lines += _breakdown_table(systems, rate)
         lines += [
@@ -1430,13 +1474,17 @@ def main() -> int:
     }
     with (
         tempfile.TemporaryDirectory(prefix="lat-kafka-") as kafka_dir,
-        running_clusters(["source", "target"], Path(kafka_dir)) as clusters,
+        contextlib.ExitStack() as stack,
     ):
+        # The brokers log their GC pauses (`broker_pauses`).
+        with gc_logging(Path(kafka_dir)):
+            clusters = stack.enter_context(running_clusters(["source", "target"], Path(kafka_dir)))
         ctx = {
             "source": clusters["source"].bootstrap_servers,
             "target": clusters["target"].bootstrap_servers,
             "partitions": PARTITIONS,
             "broker_pids": [c.pid for c in clusters.values()],
+            "gc_logs": {a: Path(kafka_dir) / f"gc-{c.pid}.log" for a, c in clusters.items()},
         }
         if args.warmup_records:
             warm_up(ctx, args.warmup_records, args.value_size)

@@ -113,7 +113,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_signals import Pause, gc_log_option, log_dir_counters, pauses_in, read_pauses
+from broker_signals import Pause, gc_logging, log_dir_counters, pauses_in, read_pauses
 from latency import LAYOUT_LINE, Phase, Tally, fmt, load_note, machine_load, percentile
 from mm2_process import group_members, interrupt_on_sigterm, start_process_group, stop_process_group
 from procstat import TreeCpu, machine_counters, process_cpu_seconds, tree_pids, tree_rss_by_role
@@ -127,7 +127,7 @@ from mm2_assets.kafka.admin import (
     flow_admin,
 )
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, LocalCluster, running_clusters
+from mm2_assets.local.launcher import LocalCluster, running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Heartbeat, OffsetSync, WireFormatError
@@ -1426,18 +1426,13 @@ def soak(args: argparse.Namespace, report: dict) -> None:
     report["workdir"] = str(work)
     print(f"soak: work directory {work}", flush=True)
     stops: list[Callable[[], object]] = []
-    # The brokers log their GC pauses into the work directory (`broker_signals`); the
-    # option is theirs alone, not the daemon's.
-    jvm_options = os.environ.get(KAFKA_JVM_OPTIONS_ENV, "")
-    os.environ[KAFKA_JVM_OPTIONS_ENV] = f"{jvm_options} {gc_log_option(work)}".strip()
     with (
         tempfile.TemporaryDirectory(prefix="soak-kafka-") as kafka_dir,
-        running_clusters([SOURCE, TARGET], Path(kafka_dir)) as clusters,
+        contextlib.ExitStack() as stack,
     ):
-        if jvm_options:
-            os.environ[KAFKA_JVM_OPTIONS_ENV] = jvm_options
-        else:
-            del os.environ[KAFKA_JVM_OPTIONS_ENV]
+        # The brokers log their GC pauses into the work directory (`broker_signals`).
+        with gc_logging(work):
+            clusters = stack.enter_context(running_clusters([SOURCE, TARGET], Path(kafka_dir)))
         report["broker_pids"] = {alias: c.pid for alias, c in clusters.items()}
         source = clusters[SOURCE].bootstrap_servers
         target = clusters[TARGET].bootstrap_servers

@@ -64,3 +64,33 @@ def test_log_dir_counters_sum_the_cleaned_offsets_and_the_files(
     counters = signals.log_dir_counters(data)
     assert counters["cleaned_offsets"] == 5_001_234
     assert counters["log_dir_mb"] == pytest.approx(0.5, abs=0.001)
+
+
+def test_paused_share_counts_spans_a_pause_ran_in(signals: ModuleType) -> None:
+    # Pauses run from `at - ms` to `at`: [10.0, 10.1] and [20.45, 20.5].
+    pauses = [signals.Pause(10.1, 100.0), signals.Pause(20.5, 50.0)]
+    spans = [
+        (9.0, 10.05),  # ends inside the first pause
+        (10.09, 10.2),  # starts inside it
+        (9.5, 11.0),  # spans it
+        (10.2, 20.4),  # between the two
+        (20.49, 20.6),  # starts inside the second
+        (30.0, 31.0),  # after both
+    ]
+    assert signals.paused_share(pauses, spans) == pytest.approx(4 / 6)
+    assert signals.paused_share([], spans) == 0.0
+    assert signals.paused_share(pauses, []) is None
+
+
+def test_gc_logging_sets_the_brokers_option_only_inside(
+    signals: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = signals.KAFKA_JVM_OPTIONS_ENV
+    monkeypatch.setenv(name, "-Xmx1g")
+    with signals.gc_logging(tmp_path):
+        assert signals.os.environ[name] == f"-Xmx1g -Xlog:gc:file={tmp_path}/gc-%p.log:time"
+    assert signals.os.environ[name] == "-Xmx1g"
+    monkeypatch.delenv(name)
+    with signals.gc_logging(tmp_path):
+        assert signals.os.environ[name] == f"-Xlog:gc:file={tmp_path}/gc-%p.log:time"
+    assert name not in signals.os.environ

@@ -61,3 +61,13 @@ def test_breakdown_table_only_when_the_run_had_one() -> None:
     row["breakdown"] = latency.tail_breakdown(*_phase([(1.0, 1.01, 1.02, 1.03)]))
     text = "\n".join(latency._breakdown_table([{"system": "mm2", "rates": [row]}], 500))
     assert "| mm2 | 0.030 / 0.010 / 0.010 / 0.010 |" in text
+
+
+def test_pause_overlap_compares_the_slowest_records_with_all() -> None:
+    broker_signals = load_bench_script("broker_signals")
+    # 100 records of 20 ms each, one per second; the one at 50 s took 300 ms, during a pause.
+    records = [(float(i), float(i) + 0.005, float(i) + 0.01, float(i) + 0.02) for i in range(100)]
+    records[50] = (50.0, 50.005, 50.01, 50.3)
+    committed, _ = _phase(records)
+    overlap = latency.pause_overlap(committed, [broker_signals.Pause(50.2, 100.0)], share=0.01)
+    assert overlap == {"share": 0.01, "all": pytest.approx(0.01), "slowest": 1.0}
