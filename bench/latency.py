@@ -46,6 +46,7 @@ Usage: `.venv/bin/python bench/latency.py [--rates 500,20000] [--seconds 60]
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import multiprocessing
@@ -242,10 +243,15 @@ def pause_overlap(phase: Phase, pauses: list[Pause], share: float = 0.01) -> dic
     if not spans:
         return None
     slowest = spans[-max(1, round(len(spans) * share)) :]
+    # When the slowest were written, by whole second: a few seconds holding most of them
+    # is a stall of the machine or of a party; spread out, the system's own steady tail.
+    seconds = collections.Counter(int(c) for _, c, _ in slowest)
     return {
         "share": share,
         "all": paused_share(pauses, [(c, v) for _, c, v in spans]),
         "slowest": paused_share(pauses, [(c, v) for _, c, v in slowest]),
+        "slowest_seconds": len(seconds),
+        "slowest_top_seconds": seconds.most_common(5),
     }
 
 
@@ -1138,6 +1144,15 @@ def _pause_notes(systems: list[dict], rate: int) -> list[str]:
                 if paused
                 else ""
             )
+            if paused and "slowest_seconds" in paused:
+                began = r["window_clock"][0]
+                top = ", ".join(
+                    f"{n} at +{second - began:.0f} s" for second, n in paused["slowest_top_seconds"]
+                )
+                overlap += (
+                    f"; the slowest were written in {paused['slowest_seconds']} distinct "
+                    f"seconds (most: {top})"
+                )
             out.append(f"{s['system']}: brokers' GC pauses {gc}{overlap}.")
     return out
 

@@ -70,4 +70,6 @@ def test_pause_overlap_compares_the_slowest_records_with_all() -> None:
     records[50] = (50.0, 50.005, 50.01, 50.3)
     committed, _ = _phase(records)
     overlap = latency.pause_overlap(committed, [broker_signals.Pause(50.2, 100.0)], share=0.01)
-    assert overlap == {"share": 0.01, "all": pytest.approx(0.01), "slowest": 1.0}
+    assert overlap["all"] == pytest.approx(0.01)
+    assert (overlap["slowest"], overlap["slowest_seconds"]) == (1.0, 1)
+    assert overlap["slowest_top_seconds"] == [(50, 1)]
