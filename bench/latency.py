@@ -18,7 +18,12 @@ brokers, each on a fresh 8-partition topic of its own:
 Latency mode (`--rates`, default 500,20000). Each system starts once: its start-up (until its
 remote topic exists and, for the follower, it printed its layout line; Spark's start-up is in
 here, not in any latency) and then its readiness (8 probe records produced at its start are
-visible on the target) are timed. Then a producer writes each rate for `--seconds` in turn; the
+visible on the target) are timed. Then a producer writes each rate for `--lead-in` seconds
+(default 10; not timed, checked for loss and duplicates) and then for `--seconds`, the measured
+window, in turn: the first seconds after a system starts, or traffic starts after a quiet spell,
+are slow for every system (the brokers, the machine and the system warming up together; the
+slowest 1 % at 500 records/s were written in those seconds, MM2's as the follower's), and the
+lead-in keeps that out of the steady rate's numbers while the report shows its p99 and max. The
 next rate starts once every record of the previous one arrived (or `--drain-timeout`). A
 read_committed reader on the remote topic, assigned from offset 0, stamps each record's first
 arrival; latency is arrival minus the record's CreateTime, which every system keeps. The
@@ -27,7 +32,10 @@ latency into the source's share (grows with machine load whatever system runs) a
 the system adds. Per system and rate: records, lost, duplicated (counted until the system
 stopped and the reader saw nothing new for a few seconds), p50/p90/p99/max, the added p50/p99,
 and the CPU cores, RSS (start, end and peak of the window) of the system's process tree and
-the brokers' CPU.
+the brokers' CPU. The brokers log their GC pauses: per rate, how often records were in flight
+during one (all of them, and the slowest 1 %) and in which seconds the slowest were written.
+`--breakdown` adds a read_uncommitted reader that splits each record's latency into the
+source's acknowledgement, the copy (until appended on the target) and the commit.
 
 Re-layout (`--relayout-seconds`, default 20; 0: none): after the rates, the follower and MM2,
 still running, get a second topic their configuration names, created on the source while 500
@@ -139,6 +147,7 @@ class Phase:
         self.created = array("d")
         self.acked = array("d")
         self.ack_latency = array("d")
+        self.sent = 0
         self.distinct = 0
         self.duplicates = 0
         self.first_at: float | None = None
@@ -331,51 +340,73 @@ class TargetReader:
             raise RuntimeError(f"the reader of {self.topic} failed: {self.error}") from self.error
 
 
-def produce_steady(bootstrap: str, topic: str, rate: int, seconds: int, phase: Phase) -> int:
+def produce_steady(
+    bootstrap: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    phase: Phase,
+    lead: Phase | None = None,
+    lead_seconds: float = 0.0,
+    on_window: Callable[[], object] | None = None,
+) -> int:
     """Write `rate` records/s of 1 KiB for `seconds`, keys `<phase name>-<i>`, round robin
-    over the partitions; stamps each record's acknowledgement into `phase.acked` (delivery
-    reports are served every 5 ms); returns how many."""
-    acked = phase.acked
-    acked.extend(_zeros(rate * seconds + rate))
+    over the partitions; stamps each record's acknowledgement into its phase's `acked`
+    (delivery reports are served every 5 ms); returns how many (also `phase.sent`).
+
+    With a `lead` phase, first `lead_seconds` at the same rate into it, from the same
+    producer, then `on_window()`, then the measured phase: the measured window starts with
+    the whole path already carrying the traffic."""
+    plan = [(lead, lead_seconds)] if lead is not None and lead_seconds > 0 else []
+    plan.append((phase, seconds))
+    by_name = {p.name: p for p, _ in plan}
+    for p, length in plan:
+        p.acked.extend(_zeros(int(rate * length) + rate))
     failed: list[str] = []
 
     def delivered(err: object, msg: Message) -> None:
         if err is not None:
             failed.append(str(err))
             return
-        index = int(msg.key().rpartition(b"-")[2])
-        if index >= len(acked):
-            acked.extend(_zeros(index + 1 - len(acked)))
+        name, _, index = msg.key().rpartition(b"-")
+        target = by_name[name]
+        i = int(index)
+        if i >= len(target.acked):
+            target.acked.extend(_zeros(i + 1 - len(target.acked)))
         now = time.time()
-        acked[index] = now
-        phase.ack_latency.append(now - msg.timestamp()[1] / 1000)
+        target.acked[i] = now
+        target.ack_latency.append(now - msg.timestamp()[1] / 1000)
 
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "on_delivery": delivered}
     )
     value = b"x" * 1024
-    sent = 0
-    started = time.monotonic()
-    while (elapsed := time.monotonic() - started) < seconds:
-        due = int(elapsed * rate)
-        while sent < due:
-            try:
-                producer.produce(
-                    topic,
-                    key=b"%s-%d" % (phase.name, sent),
-                    value=value,
-                    partition=sent % PARTITIONS,
-                )
-            except BufferError:
-                producer.poll(0.01)
-                continue
-            sent += 1
-        producer.poll(0)
-        time.sleep(0.005)
+    for current, length in plan:
+        if current is phase and on_window is not None:
+            on_window()
+        sent = 0
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < length:
+            due = int(elapsed * rate)
+            while sent < due:
+                try:
+                    producer.produce(
+                        topic,
+                        key=b"%s-%d" % (current.name, sent),
+                        value=value,
+                        partition=sent % PARTITIONS,
+                    )
+                except BufferError:
+                    producer.poll(0.01)
+                    continue
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.005)
+        current.sent = sent
     producer.flush(60)
     if failed:
         raise RuntimeError(f"producing to {topic} failed: {failed[:3]}")
-    return sent
+    return phase.sent
 
 
 def open_transactions(bootstrap: str, topic: str) -> list[int]:
@@ -717,22 +748,45 @@ def settle_brokers(
             return {"waited_s": round(waited, 1), "cores": round(level, 3)}
 
 
-def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argparse.Namespace):
-    """Produce `rate` records/s for `--seconds` to the system's topic and wait for them all;
-    the system's resources over the window."""
+def run_rate(
+    running: Running,
+    phase: Phase,
+    lead: Phase,
+    ctx: dict,
+    rate: int,
+    args: argparse.Namespace,
+):
+    """Produce `rate` records/s for `--lead-in` seconds (`lead`, not measured), then for
+    `--seconds` (`phase`) to the system's topic, and wait for them all; the system's
+    resources over the measured window."""
     pids = running.pids
-    rss_start = tree_rss_mb(pids)
-    load_start = os.getloadavg()[0]
-    began, t0 = time.time(), time.monotonic()
-    with (
-        PeakRss(pids, interval=1.0) as peak,
-        TreeCpu(pids) as tree,
-        TreeCpu(ctx["broker_pids"]) as brokers,
-    ):
-        sent = produce_steady(ctx["source"], running.topic, rate, args.seconds, phase)
-        window = time.monotonic() - t0
+    at: dict = {}
+    with contextlib.ExitStack() as meters:
+
+        def start_window() -> None:
+            at.update(
+                rss_start=tree_rss_mb(pids),
+                load_start=os.getloadavg()[0],
+                began=time.time(),
+                t0=time.monotonic(),
+                peak=meters.enter_context(PeakRss(pids, interval=1.0)),
+                tree=meters.enter_context(TreeCpu(pids)),
+                brokers=meters.enter_context(TreeCpu(ctx["broker_pids"])),
+            )
+
+        sent = produce_steady(
+            ctx["source"],
+            running.topic,
+            rate,
+            args.seconds,
+            phase,
+            lead=lead,
+            lead_seconds=args.lead_in,
+            on_window=start_window,
+        )
+        window = time.monotonic() - at["t0"]
         rss_end = tree_rss_mb(pids)
-    cpu, brokers_cpu = tree.seconds, brokers.seconds
+    cpu, brokers_cpu = at["tree"].seconds, at["brokers"].seconds
     ended = time.time()
     deadline = time.monotonic() + args.drain_timeout
     while phase.distinct < sent and time.monotonic() < deadline and running.alive():
@@ -741,15 +795,17 @@ def run_rate(running: Running, phase: Phase, ctx: dict, rate: int, args: argpars
         "rate": rate,
         "records": sent,
         "window_s": window,
-        "window_clock": [began, ended],
-        "caught_up_after_s": (time.monotonic() - t0 - window) if phase.distinct >= sent else None,
+        "window_clock": [at["began"], ended],
+        "caught_up_after_s": (
+            (time.monotonic() - at["t0"] - window) if phase.distinct >= sent else None
+        ),
         "cpu_s": cpu,
         "cpu_cores": cpu / window,
         "brokers_cpu_cores": brokers_cpu / window,
-        "rss_start_mb": rss_start,
+        "rss_start_mb": at["rss_start"],
         "rss_end_mb": rss_end,
-        "rss_peak_mb": max(peak.peak / 1e6, rss_start, rss_end),
-        "loadavg_1m": [load_start, os.getloadavg()[0]],
+        "rss_peak_mb": max(at["peak"].peak / 1e6, at["rss_start"], rss_end),
+        "loadavg_1m": [at["load_start"], os.getloadavg()[0]],
     }
 
 
@@ -827,7 +883,8 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
     admin = AdminClient({"bootstrap.servers": ctx["source"]})  # must outlive the future
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
     phases = {rate: b"r%d" % rate for rate in rates}
-    tally = Tally([PROBE, RELAYOUT, *phases.values()])
+    leads = {rate: b"lead%d" % rate for rate in rates}
+    tally = Tally([PROBE, RELAYOUT, *phases.values(), *leads.values()])
     relayout: dict | None = None
     settled = settle_brokers(ctx)
     print(f"{name}: brokers quiet after {settled['waited_s']} s ({settled['cores']} cores)")
@@ -865,7 +922,9 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         started["brokers_settled"] = settled
         print(f"{name}: {json.dumps(started)}", flush=True)
         for rate in rates:
-            row = run_rate(running, tally.phases[phases[rate]], ctx, rate, args)
+            row = run_rate(
+                running, tally.phases[phases[rate]], tally.phases[leads[rate]], ctx, rate, args
+            )
             rows.append(row)
             print(
                 f"{name} {rate}/s: {row['records']} records, caught up "
@@ -909,6 +968,16 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
         began, ended = row["window_clock"]
         row["broker_pauses"] = {a: pauses_in(p, began, ended) for a, p in pauses.items()}
         row["paused"] = pause_overlap(phase, [p for ps in pauses.values() for p in ps])
+        lead = tally.phases[leads[row["rate"]]]
+        lead_values = lead.latencies()
+        row["lead_in"] = {
+            "seconds": args.lead_in,
+            "records": lead.sent,
+            "lost": lead.sent - lead.distinct,
+            "duplicated": lead.duplicates,
+            "p99_s": percentile(lead_values, 0.99) if lead_values else None,
+            "max_s": max(lead_values) if lead_values else None,
+        }
     if relayout is not None:
         # Like the rates', counted once the system stopped and the reader saw nothing new.
         moved = tally.phases[RELAYOUT]
@@ -1048,9 +1117,11 @@ def _rate_goals(systems: list[dict]) -> list[str]:
                 f"| {rate:,} records/s: follower p99 ≤ MM2's | {f['p99_s']:.3f} vs "
                 f"{mm2['p99_s']:.3f} s | {_verdict(f['p99_s'] <= mm2['p99_s'])} |"
             )
+        lead = f.get("lead_in") or {"lost": 0, "duplicated": 0}
+        lost, duplicated = f["lost"] + lead["lost"], f["duplicated"] + lead["duplicated"]
         out.append(
-            f"| {rate:,} records/s: follower lost 0, duplicated 0 | lost {f['lost']}, "
-            f"duplicated {f['duplicated']} | {_verdict(f['lost'] == 0 and f['duplicated'] == 0)} |"
+            f"| {rate:,} records/s: follower lost 0, duplicated 0 (with the lead-in) | lost "
+            f"{lost}, duplicated {duplicated} | {_verdict(lost == 0 and duplicated == 0)} |"
         )
     return out
 
@@ -1123,6 +1194,16 @@ def _relayout_section(systems: list[dict]) -> list[str]:
         "them.",
         "",
     ]
+
+
+def _lead_in_cell(lead: dict | None) -> str:
+    """A rate's lead-in (records before its measured window) in one table cell."""
+    if not lead or not lead["records"]:
+        return "-"
+    return (
+        f"{lead['records']:,}, {lead['lost']}, {lead['duplicated']}; "
+        f"{fmt(lead['p99_s'], '.3f')} / {fmt(lead['max_s'], '.3f')}"
+    )
 
 
 def _pause_notes(systems: list[dict], rate: int) -> list[str]:
@@ -1282,8 +1363,9 @@ def markdown(report: dict) -> str:
                 "",
                 "| system | records | lost | duplicated | p50 s | p90 s | p99 s | max s "
                 "| added p50 / p99 s | source ack p50 / p99 s | CPU cores "
-                "| RSS MB start → end (peak) | brokers' cores |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "| RSS MB start → end (peak) | brokers' cores | lead-in: records, lost, "
+                "duplicated; p99 / max s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             notes: list[str] = []
             for s in systems:
@@ -1298,7 +1380,7 @@ def markdown(report: dict) -> str:
                         f"| {fmt(r['ack_p50_s'], '.3f')} / {fmt(r['ack_p99_s'], '.3f')} "
                         f"| {r['cpu_cores']:.2f} | {r['rss_start_mb']:.0f} → "
                         f"{r['rss_end_mb']:.0f} ({r['rss_peak_mb']:.0f}) "
-                        f"| {r['brokers_cpu_cores']:.2f} |"
+                        f"| {r['brokers_cpu_cores']:.2f} | {_lead_in_cell(r.get('lead_in'))} |"
                     )
                     if r.get("follower_max_reported_lag") is not None:
                         notes.append(
@@ -1450,6 +1532,12 @@ def main() -> int:
         default=[],
         metavar="KEY=VALUE",
         help="an extra mm2.properties line for the follower (repeatable; experiments)",
+    )
+    parser.add_argument(
+        "--lead-in",
+        type=float,
+        default=10.0,
+        help="seconds at each rate before its measured window (checked for loss, not timed)",
     )
     parser.add_argument(
         "--breakdown",
