@@ -94,13 +94,13 @@ from procstat import PeakRss, TreeCpu, busy_processes, process_cpu_seconds, tree
 from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
-from mm2_assets.local.launcher import running_clusters
+from mm2_assets.local.launcher import free_port_pairs, running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 PARTITIONS = 8
-SYSTEMS = ("follower", "mm2", "raw", "ours")
+SYSTEMS = ("follower", "mm2", "mm2-eos", "raw", "ours")
 PROBE = b"probe"
 # The re-layout phase (`run_relayout`): a second topic each system's pattern names, created
 # while records flow to the first at this rate.
@@ -108,7 +108,7 @@ NEW_SUFFIX = "-new"
 NEW = b"new"
 RELAYOUT = b"relayout"
 RELAYOUT_RATE = 500
-RELAYOUT_SYSTEMS = ("follower", "mm2")
+RELAYOUT_SYSTEMS = ("follower", "mm2", "mm2-eos")
 # What the follower prints (mm2_assets/follow_command.py's PrintingReporter).
 LAYOUT_LINE = re.compile(
     r"following (\d+) partitions of (\d+) topics with (\d+) tasks \(layout (\d+)\)"
@@ -550,7 +550,7 @@ def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> 
         started = time.time()
         proc = start_process_group(command, log, cwd=ROOT, env=env)
         return Running(name, topic, f"primary.{topic}", workdir, started, proc=proc, log=log)
-    if name == "mm2":
+    if name in ("mm2", "mm2-eos"):
         config.write_text(
             mm2_properties(
                 source,
@@ -558,6 +558,7 @@ def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> 
                 f"{topic}, {topic}{NEW_SUFFIX}",
                 tasks_max=PARTITIONS,
                 producer={"acks": "all", "enable.idempotence": "true"},
+                exactly_once_port=free_port_pairs(1)[0][0] if name == "mm2-eos" else None,
             )
         )
         started = time.time()

@@ -40,17 +40,32 @@ def mm2_properties(
     *,
     tasks_max: int,
     producer: Mapping[str, str] | None = None,
+    exactly_once_port: int | None = None,
 ) -> str:
     """mm2.properties for a one-way `mm2src->backup` flow of `topic` on one-broker clusters
-    (no heartbeats, no reverse flow); `producer` overrides the flow's producer settings."""
-    flow = f"{SOURCE_ALIAS}->{TARGET_ALIAS}"
+    (no heartbeats, no reverse flow); `producer` overrides the flow's producer settings.
+
+    With `exactly_once_port`, MM2's exactly-once support (Kafka 3.5+, KIP-618 in dedicated
+    mode): the target's Connect worker writes each poll's records and source offsets in one
+    transaction, the source is read read_committed, and the dedicated worker serves its
+    internal REST API on that port (required for exactly-once). Its target alias is then
+    `backupeos`, so its Connect topics are its own."""
+    target_alias = TARGET_ALIAS if exactly_once_port is None else f"{TARGET_ALIAS}eos"
+    flow = f"{SOURCE_ALIAS}->{target_alias}"
     overrides = "".join(f"{flow}.producer.{k} = {v}\n" for k, v in (producer or {}).items())
+    if exactly_once_port is not None:
+        overrides += (
+            f"{target_alias}.exactly.once.source.support = enabled\n"
+            f"{SOURCE_ALIAS}.consumer.isolation.level = read_committed\n"
+            "dedicated.mode.enable.internal.rest = true\n"
+            f"listeners = http://127.0.0.1:{exactly_once_port}\n"
+        )
     return (
-        f"clusters = {SOURCE_ALIAS}, {TARGET_ALIAS}\n"
+        f"clusters = {SOURCE_ALIAS}, {target_alias}\n"
         f"{SOURCE_ALIAS}.bootstrap.servers = {source}\n"
-        f"{TARGET_ALIAS}.bootstrap.servers = {target}\n"
+        f"{target_alias}.bootstrap.servers = {target}\n"
         f"{flow}.enabled = true\n"
-        f"{TARGET_ALIAS}->{SOURCE_ALIAS}.enabled = false\n"
+        f"{target_alias}->{SOURCE_ALIAS}.enabled = false\n"
         f"{flow}.topics = {topic}\n"
         f"tasks.max = {tasks_max}\n"
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
