@@ -10,6 +10,8 @@ brokers, each on a fresh 8-partition topic of its own:
   as `mm2_process.mm2_properties`) and the follower's defaults (commit every 100 ms, report
   every 5 s): both systems do the same interval work besides copying.
 - mm2: Apache MirrorMaker 2 in dedicated mode (`mm2_process.start_mm2`), `tasks.max` 8.
+- mm2-eos: the same with MM2's exactly-once support (`mm2_process.mm2_properties`), the
+  like-for-like peer of an exactly-once follower. Not in the default list.
 - raw: bench.py's confluent-kafka consume→produce loop, following (at-least-once, no
   transactions), one process per core into `raw.<topic>`: the ceiling.
 - ours: batch mode, `dagster-daemon` with this project's sensors (driver tick `--tick` s).
@@ -1118,6 +1120,15 @@ def _rate_goals(systems: list[dict]) -> list[str]:
                 f"| {rate:,} records/s: follower p99 ≤ MM2's | {f['p99_s']:.3f} vs "
                 f"{mm2['p99_s']:.3f} s | {_verdict(f['p99_s'] <= mm2['p99_s'])} |"
             )
+        eos = rates.get("mm2-eos", {}).get(rate)
+        if eos and f["p99_s"] is not None and eos["p99_s"] is not None:
+            # Context, not an issue-27 goal: both systems exactly-once.
+            out.append(
+                f"| {rate:,} records/s: follower p99 vs MM2's with exactly-once (context) "
+                f"| {f['p99_s']:.3f} vs {eos['p99_s']:.3f} s; CPU {f['cpu_cores']:.2f} vs "
+                f"{eos['cpu_cores']:.2f} cores | "
+                f"{'lower' if f['p99_s'] <= eos['p99_s'] else 'higher'} |"
+            )
         lead = f.get("lead_in") or {"lost": 0, "duplicated": 0}
         lost, duplicated = f["lost"] + lead["lost"], f["duplicated"] + lead["duplicated"]
         out.append(
@@ -1456,7 +1467,11 @@ def markdown(report: dict) -> str:
         "- The follower's config: MM2's benchmark settings (no heartbeats, checkpoints every "
         "60 s (MM2's default), topic refresh every 5 s), commit interval 100 ms and report "
         "window 5 s (the follower's defaults); `tasks.max` unset, so one copy task per Spark "
-        "slot. MM2: dedicated mode, `tasks.max` 8, acks=all, idempotent producer.",
+        "slot. MM2: dedicated mode, `tasks.max` 8, acks=all, idempotent producer. mm2-eos "
+        "(when run): the same MM2 with its exactly-once support "
+        "(`<target>.exactly.once.source.support = enabled`, the source read read_committed, "
+        "`dedicated.mode.enable.internal.rest = true`), whose records, like the follower's, "
+        "become visible when their transaction commits.",
         "- Each system starts once and serves the rates in turn (the follower as it would "
         "run: one long-lived process); an untimed steady warm-up precedes the first system.",
         "- The raw loop is at-least-once without transactions (its duplicates, if any, are "
