@@ -1016,6 +1016,10 @@ def backlog_system(name: str, ctx: dict, args: argparse.Namespace) -> dict:
     fill_s = time.monotonic() - fill_started
     tally = Tally([b"key"])  # bench.py's workload keys are key-<i>
     phase = tally.phases[b"key"]
+    # As in latency mode: the fill leaves the brokers busy for a while, which would count
+    # against the system's start-up and drain.
+    settled = settle_brokers(ctx)
+    print(f"{name} backlog: brokers quiet after {settled['waited_s']} s ({settled['cores']} cores)")
     running = start_system(name, ctx, topic, args)
     reader = TargetReader(ctx["target"], running.remote, tally)
     print(f"{name} backlog: filled {args.backlog} in {fill_s:.1f} s; {running.workdir}", flush=True)
@@ -1051,6 +1055,7 @@ def backlog_system(name: str, ctx: dict, args: argparse.Namespace) -> dict:
         "config": running.config_text(),
         "records": args.backlog,
         "fill_s": fill_s,
+        "brokers_settled": settled,
         "arrived": phase.distinct,
         "lost": args.backlog - phase.distinct,
         "duplicated": phase.duplicates,
