@@ -248,8 +248,10 @@ def tail_breakdown(phase: Phase, appended: Phase, share: float = 0.01) -> dict |
 
 def pause_overlap(phase: Phase, pauses: list[Pause], share: float = 0.01) -> dict | None:
     """How many of a rate's records were in flight (CreateTime → visible) while a broker's
-    JVM paused, of all of them and of the slowest `share`: when the slowest overlap pauses
-    far more often, the brokers' GC makes the tail. None without records."""
+    JVM paused, of all of them and of the slowest `share`. A slow record is longer in flight,
+    so it meets a pause more often whatever made it slow: compare a system's shares with the
+    raw loop's (no transactions) before reading the brokers' GC into its tail. None without
+    records."""
     spans = sorted((v - c, c, v) for v, c in zip(phase.visible, phase.created, strict=True) if v)
     if not spans:
         return None
@@ -1245,7 +1247,9 @@ def _pause_notes(systems: list[dict], rate: int) -> list[str]:
             if paused and "slowest_seconds" in paused:
                 began = r["window_clock"][0]
                 top = ", ".join(
-                    f"{n} at +{second - began:.0f} s" for second, n in paused["slowest_top_seconds"]
+                    # The window's first, partial second shows as +0.
+                    f"{n} at +{max(second - began, 0):.0f} s"
+                    for second, n in paused["slowest_top_seconds"]
                 )
                 overlap += (
                     f"; the slowest were written in {paused['slowest_seconds']} distinct "

@@ -49,12 +49,18 @@ def mm2_properties(
     mode): the target's Connect worker writes each poll's records and source offsets in one
     transaction, the source is read read_committed, and the dedicated worker serves its
     internal REST API on that port (required for exactly-once). Its target alias is then
-    `backupeos`, so its Connect topics are its own."""
+    `backupeos`, and its Connect group and topics are its own (`mm2eos-*`)."""
     target_alias = TARGET_ALIAS if exactly_once_port is None else f"{TARGET_ALIAS}eos"
     flow = f"{SOURCE_ALIAS}->{target_alias}"
     overrides = "".join(f"{flow}.producer.{k} = {v}\n" for k, v in (producer or {}).items())
     if exactly_once_port is not None:
+        # MM2 names its Connect group and topics after the source alias; a plain MM2 run on
+        # the same brokers would share them, so they are named apart.
         overrides += (
+            f"{target_alias}.group.id = {SOURCE_ALIAS}-mm2eos\n"
+            f"{target_alias}.offset.storage.topic = mm2eos-offsets.{SOURCE_ALIAS}.internal\n"
+            f"{target_alias}.config.storage.topic = mm2eos-configs.{SOURCE_ALIAS}.internal\n"
+            f"{target_alias}.status.storage.topic = mm2eos-status.{SOURCE_ALIAS}.internal\n"
             f"{target_alias}.exactly.once.source.support = enabled\n"
             f"{SOURCE_ALIAS}.consumer.isolation.level = read_committed\n"
             "dedicated.mode.enable.internal.rest = true\n"

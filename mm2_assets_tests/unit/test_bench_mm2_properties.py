@@ -24,9 +24,14 @@ def test_exactly_once_mm2_has_the_settings_kafka_documents_and_its_own_connect_t
     assert eos["mm2src.consumer.isolation.level"] == "read_committed"
     assert eos["dedicated.mode.enable.internal.rest"] == "true"
     assert eos["listeners"] == "http://127.0.0.1:18083"
-    # Another target alias: MM2's Connect topics (mm2-offsets.<alias>.internal, ...) differ
-    # from a plain MM2's on the same brokers.
+    # MM2 names its Connect group and topics after the source alias: a plain MM2's on the
+    # same brokers would be shared unless named apart.
     assert eos["clusters"] == "mm2src, backupeos"
+    assert eos["backupeos.group.id"] == "mm2src-mm2eos"
+    for kind in ("offset", "config", "status"):
+        name = eos[f"backupeos.{kind}.storage.topic"]
+        assert name.startswith("mm2eos-") and name.endswith(".mm2src.internal")
+    assert not any(key.endswith(".storage.topic") or key.endswith(".group.id") for key in plain)
     text = mm2_process.mm2_properties("s:1", "t:1", "orders", tasks_max=8, exactly_once_port=1)
     (flow,) = parse_mm2_properties(text, "mm2.properties", environ={}).flows
     assert flow.name == "mm2src->backupeos"
