@@ -7,13 +7,13 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV
+from mm2_assets.local.launcher import KAFKA_JVM_OPTIONS_ENV, LocalCluster, running_clusters
 
 # `[2026-11-28T00:15:00.123+0000] GC(12) Pause Young (Normal) (G1 Evacuation Pause) 6M->3M(32M)
 # 4.544ms` (one line)
@@ -40,6 +40,18 @@ def gc_logging(directory: Path) -> Iterator[None]:
             del os.environ[KAFKA_JVM_OPTIONS_ENV]
         else:
             os.environ[KAFKA_JVM_OPTIONS_ENV] = before
+
+
+@contextmanager
+def gc_logged_clusters(
+    aliases: Sequence[str], data_dir: Path, log_dir: Path
+) -> Iterator[dict[str, LocalCluster]]:
+    """`running_clusters(aliases, data_dir)` whose brokers log their GC pauses into
+    `log_dir` (`gc-<pid>.log`, see `read_pauses`); only their start sees the option."""
+    with ExitStack() as stack:
+        with gc_logging(log_dir):
+            clusters = stack.enter_context(running_clusters(list(aliases), data_dir))
+        yield clusters
 
 
 @dataclass(frozen=True)

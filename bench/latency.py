@@ -81,7 +81,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_signals import Pause, gc_logging, paused_share, pauses_in, read_pauses
+from broker_signals import Pause, gc_logged_clusters, paused_share, pauses_in, read_pauses
 from mm2_process import (
     group_members,
     interrupt_on_sigterm,
@@ -96,7 +96,7 @@ from procstat import PeakRss, TreeCpu, busy_processes, process_cpu_seconds, tree
 from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
-from mm2_assets.local.launcher import free_port_pairs, running_clusters
+from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets.local.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,6 +212,11 @@ class Tally:
         return records
 
 
+def _slowest(ordered: list, share: float) -> list:
+    """The last `share` of `ordered` (sorted by latency), at least one."""
+    return ordered[-max(1, round(len(ordered) * share)) :]
+
+
 def tail_breakdown(phase: Phase, appended: Phase, share: float = 0.01) -> dict | None:
     """Where a rate's records spent their time, for all of them and for the slowest `share`
     (by produce → visible): the producer and source broker (CreateTime → acknowledged), the
@@ -229,7 +234,7 @@ def tail_breakdown(phase: Phase, appended: Phase, share: float = 0.01) -> dict |
     if not rows:
         return None
     rows.sort()
-    slowest = rows[-max(1, round(len(rows) * share)) :]
+    slowest = _slowest(rows, share)
     names = ("total_s", "ack_s", "copy_s", "commit_s")
 
     def parts(part: list[tuple[float, ...]], of: Callable[[list[float]], float]) -> dict:
@@ -255,7 +260,7 @@ def pause_overlap(phase: Phase, pauses: list[Pause], share: float = 0.01) -> dic
     spans = sorted((v - c, c, v) for v, c in zip(phase.visible, phase.created, strict=True) if v)
     if not spans:
         return None
-    slowest = spans[-max(1, round(len(spans) * share)) :]
+    slowest = _slowest(spans, share)
     # When the slowest were written, by whole second: a few seconds holding most of them
     # is a stall of the machine or of a party; spread out, the system's own steady tail.
     seconds = collections.Counter(int(c) for _, c, _ in slowest)
@@ -1602,11 +1607,9 @@ def main() -> int:
     }
     with (
         tempfile.TemporaryDirectory(prefix="lat-kafka-") as kafka_dir,
-        contextlib.ExitStack() as stack,
-    ):
         # The brokers log their GC pauses (`broker_pauses`).
-        with gc_logging(Path(kafka_dir)):
-            clusters = stack.enter_context(running_clusters(["source", "target"], Path(kafka_dir)))
+        gc_logged_clusters(["source", "target"], Path(kafka_dir), Path(kafka_dir)) as clusters,
+    ):
         ctx = {
             "source": clusters["source"].bootstrap_servers,
             "target": clusters["target"].bootstrap_servers,

@@ -113,7 +113,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 # This checkout's package, not whichever the virtualenv's editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_signals import Pause, gc_logging, log_dir_counters, pauses_in, read_pauses
+from broker_signals import Pause, gc_logged_clusters, log_dir_counters, pauses_in, read_pauses
 from latency import LAYOUT_LINE, Phase, Tally, fmt, load_note, machine_load, percentile
 from mm2_process import group_members, interrupt_on_sigterm, start_process_group, stop_process_group
 from procstat import TreeCpu, machine_counters, process_cpu_seconds, tree_pids, tree_rss_by_role
@@ -127,7 +127,7 @@ from mm2_assets.kafka.admin import (
     flow_admin,
 )
 from mm2_assets.kafka.clients import load_checked_config
-from mm2_assets.local.launcher import LocalCluster, running_clusters
+from mm2_assets.local.launcher import LocalCluster
 from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Heartbeat, OffsetSync, WireFormatError
@@ -1428,11 +1428,9 @@ def soak(args: argparse.Namespace, report: dict) -> None:
     stops: list[Callable[[], object]] = []
     with (
         tempfile.TemporaryDirectory(prefix="soak-kafka-") as kafka_dir,
-        contextlib.ExitStack() as stack,
-    ):
         # The brokers log their GC pauses into the work directory (`broker_signals`).
-        with gc_logging(work):
-            clusters = stack.enter_context(running_clusters([SOURCE, TARGET], Path(kafka_dir)))
+        gc_logged_clusters([SOURCE, TARGET], Path(kafka_dir), work) as clusters,
+    ):
         report["broker_pids"] = {alias: c.pid for alias, c in clusters.items()}
         source = clusters[SOURCE].bootstrap_servers
         target = clusters[TARGET].bootstrap_servers
