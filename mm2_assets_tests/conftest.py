@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,11 @@ os.environ.setdefault(
 os.environ.setdefault(
     KAFKA_BROKER_PROPERTIES_ENV, "num.io.threads=2 num.network.threads=1 background.threads=2"
 )
+
+# Alerts wait in an outbox on disk (`defs.alerts.outbox`) beside DAGSTER_HOME or, without it, in
+# the user's state directory: each test process gets a state directory of its own, so an alert
+# one test left undelivered never reaches another test's sink.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="mm2-assets-test-state-")
 
 # Seconds each slow module took (its tests' setup, call and teardown summed from the junit report
 # of a full 3-worker run, 2026-11-26). `scripts/test.sh` hands the modules to the workers in

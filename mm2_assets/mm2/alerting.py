@@ -23,7 +23,9 @@ __all__ = [
     "AlertDeliveryError",
     "AlertKind",
     "AlertSink",
+    "IncidentEvent",
     "Severity",
+    "incident_of",
 ]
 
 # Every alert setting lives under this prefix; sinks are configured with these keys only.
@@ -45,7 +47,23 @@ AlertKind = Literal[
     "replication_resumed",
     "checks_unavailable",
     "checks_available",
+    "listener_recovered",
+    "interval_work_failed",
+    "interval_work_recovered",
 ]
+IncidentEvent = Literal["open", "close", "notice"]
+"""What an alert does to its incident: opens it, closes it, or is a one-off notice."""
+
+CLOSES: Mapping[str, str] = {
+    "run_recovered": "run_failed",
+    "check_recovered": "check_failed",
+    "cluster_reachable": "cluster_unreachable",
+    "replication_resumed": "replication_stalled",
+    "checks_available": "checks_unavailable",
+    "listener_recovered": "listener_failed",
+    "interval_work_recovered": "interval_work_failed",
+}
+"""Each closing kind and the kind of the incident it closes."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,19 @@ class Alert:
     groups: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
     timestamp: float = field(default_factory=time.time)
+    subject: str | None = None
+    """What the incident is about within its kind (a cluster alias, a check, a piece of
+    work; "" for the flow as a whole): an opening kind with a subject opens an incident that
+    the closing kind with the same subject closes. None: a one-off notice."""
+    event: IncidentEvent = "notice"
+    """Set by the outbox when the alert is queued (see `incident_of`)."""
+    incident_id: str = ""
+    """Stable over an incident's open and close alerts (and their retries): receivers
+    deduplicate on it. Set by the outbox; a notice's is its own `alert_id`."""
+    alert_id: str = ""
+    """Unique per alert and stable across its delivery attempts. Set by the outbox."""
+    sequence: int = 0
+    """The alert's place in its flow's order (1, 2, ...). Set by the outbox."""
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload every sink sends."""
@@ -71,6 +102,10 @@ class Alert:
             "source": "mm2-assets",
             "flow": self.flow,
             "kind": self.kind,
+            "event": self.event,
+            "incident_id": self.incident_id,
+            "alert_id": self.alert_id,
+            "sequence": self.sequence,
             "severity": self.severity,
             "message": self.message,
             "topics": list(self.topics),
@@ -79,9 +114,40 @@ class Alert:
             "timestamp": self.timestamp,
         }
 
+    @classmethod
+    def from_dict(cls, payload: Mapping[str, Any]) -> Alert:
+        """The alert of an `as_dict()` payload (plus its `subject`), as the outbox keeps it."""
+        return cls(
+            flow=payload["flow"],
+            kind=payload["kind"],
+            message=payload["message"],
+            severity=payload.get("severity", "error"),
+            topics=tuple(payload.get("topics") or ()),
+            groups=tuple(payload.get("groups") or ()),
+            details=dict(payload.get("details") or {}),
+            timestamp=float(payload.get("timestamp") or 0.0),
+            subject=payload.get("subject"),
+            event=payload.get("event", "notice"),
+            incident_id=payload.get("incident_id", ""),
+            alert_id=payload.get("alert_id", ""),
+            sequence=int(payload.get("sequence") or 0),
+        )
+
     def to_json(self) -> str:
         """`as_dict()` as compact JSON (non-JSON values rendered with `str`)."""
         return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True, default=str)
+
+
+def incident_of(alert: Alert) -> tuple[str, IncidentEvent] | None:
+    """The incident `alert` opens or closes, as (key, event), or None for a notice. The key
+    is the opening kind and the subject, so an alert and the one that ends it share it."""
+    if alert.subject is None:
+        return None
+    if alert.kind in CLOSES:
+        return f"{CLOSES[alert.kind]}:{alert.subject}", "close"
+    if alert.kind in CLOSES.values():
+        return f"{alert.kind}:{alert.subject}", "open"
+    return None
 
 
 class AlertDeliveryError(RuntimeError):

@@ -49,6 +49,7 @@ from mm2_assets.mm2.policy import (
 from mm2_assets.mm2.selection import HEARTBEATS_REPLICATION_ENABLED_DEFAULT
 from mm2_assets.mm2.settings import (
     BOOLEAN,
+    DIRECTORY,
     INTERVAL,
     OWNERS,
     POSITIVE_NUMBER,
@@ -494,6 +495,40 @@ class FlowSettings:
         POSITIVE_NUMBER,
         "10",
         "Timeout of one webhook POST (seconds).",
+    )
+    mm2assets_alert_outbox_dir: str = flow_setting(
+        "mm2assets.alert.outbox.dir",
+        DIRECTORY,
+        "",
+        "Where the flow's alerts wait until its sink took them, kept across restarts and "
+        "retried (empty: `$DAGSTER_HOME/mm2-assets/alerts`, or without DAGSTER_HOME "
+        "`~/.local/state/mm2-assets/alerts`). Every process that raises the flow's alerts "
+        "(the daemon, follower runs) must see the same directory.",
+    )
+    mm2assets_alert_outbox_max_alerts: int = flow_setting(
+        "mm2assets.alert.outbox.max.alerts",
+        at_least(1),
+        "1000",
+        "At most this many alerts of the flow wait for delivery; past it the oldest are "
+        "dropped and the next alert delivered says how many.",
+        blank_is_default=True,
+    )
+    mm2assets_alert_retry_max_seconds: int = flow_setting(
+        "mm2assets.alert.retry.max.seconds",
+        INTERVAL,
+        "60",
+        "An alert the sink failed to take is tried again after 5 s, doubling per failure up "
+        "to this (seconds), at the next driver or listener tick.",
+        blank_is_default=True,
+    )
+    mm2assets_alert_work_failing_seconds: int = flow_setting(
+        "mm2assets.alert.work.failing.seconds",
+        INTERVAL,
+        "120",
+        "A follower's interval work (heartbeats, checkpoints, group offset sync, topic config "
+        "sync) failing without a success for this long opens an `interval_work_failed` "
+        "incident; its next success closes it (seconds).",
+        blank_is_default=True,
     )
     mm2assets_plugin_timeout_seconds: float = flow_setting(
         "mm2assets.plugin.timeout.seconds",

@@ -268,6 +268,19 @@ class _Url(Kind):
         return "http(s) URL or empty"
 
 
+@dataclass(frozen=True)
+class _Directory(Kind):
+    def parse(self, value: str, key: str, default: str) -> str:
+        path = value.strip()
+        # Relative to what? The daemon, the run workers and the CLI each start elsewhere.
+        if path and not path.startswith(("/", "~")):
+            raise SettingValueError("expected an absolute directory path (or ~/...) or empty")
+        return path
+
+    def describe(self) -> str:
+        return "absolute directory path or empty"
+
+
 # An owner as Dagster accepts one: an email address, or a team name after `team:`.
 _OWNER = re.compile(r"[^@\s,]+@[^@\s,]+\.[^@\s,]+|team:\S+")
 
@@ -313,6 +326,7 @@ SEPARATOR: Kind = _Separator()
 STRING: Kind = _String()
 TOPIC_NAME: Kind = _TopicName()
 URL: Kind = _Url()
+DIRECTORY: Kind = _Directory()
 OWNERS: Kind = _Owners()
 POSITIVE_NUMBER: Kind = _PositiveNumber()
 

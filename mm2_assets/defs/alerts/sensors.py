@@ -122,6 +122,8 @@ def _failure_alert(
             "failed_steps": steps,
             "work": run.tags.get(WORK_TAG, "manual"),
         },
+        # Work our sensors retry is an incident its recovery closes; a run by hand a notice.
+        subject=work or None,
     )
 
 
@@ -194,6 +196,7 @@ def recovery_alert(flow: FlowConfig, work: str, run_id: str, streak: FailureStre
             "failed_runs": streak.failures,
             "first_failed_run_id": first,
         },
+        subject=work,
     )
 
 

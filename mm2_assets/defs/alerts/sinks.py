@@ -14,11 +14,14 @@ A sink's `configure` receives only the flow's `mm2assets.alert.*` properties (fu
 own settings under that prefix (`mm2assets.alert.<name>`).
 
 Payloads carry names and what happened, never configuration values, so no credential can
-leak through an alert. Delivery failures are logged and never propagate into the sensor.
+leak through an alert. Alerts go through the flow's outbox (`defs.alerts.outbox`): kept until
+the sink took them, retried with back-off, in order. Delivery failures are logged and never
+propagate into the sensor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import urllib.error
@@ -27,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from mm2_assets.defs.alerts.outbox import AlertOutbox
 from mm2_assets.mm2 import plugins
 from mm2_assets.mm2.alerting import (
     ALERT_CONFIG_PREFIX,
@@ -149,7 +153,8 @@ def listener_alerts(
     change_details: Mapping[str, Any],
 ) -> list[Alert]:
     """Alerts of one KIP-918 listener tick: the listener failing (once per failure streak, the
-    next ticks only retry) and, when `change_summary` is given, the set having changed."""
+    next ticks only retry), notified again after failing, and, when `change_summary` is
+    given, the set having changed."""
     what = "topic" if subject == "topics" else "group"
     names = {subject: changed}
     alerts: list[Alert] = []
@@ -161,7 +166,21 @@ def listener_alerts(
                 kind="listener_failed",
                 message=f"flow {flow.name}: {what} listener failed: {listener_error}",
                 details={"listener": listener_class},
+                subject=subject,
                 **names,
+            )
+        )
+    elif already_failing and not listener_error:
+        # The notification retried since the failure went through.
+        listener_class = flow.topic_listener_class if what == "topic" else flow.group_listener_class
+        alerts.append(
+            Alert(
+                flow=flow.name,
+                kind="listener_recovered",
+                severity="info",
+                message=f"flow {flow.name}: {what} listener notified again",
+                details={"listener": listener_class},
+                subject=subject,
             )
         )
     if change_summary is not None:
@@ -180,49 +199,83 @@ def listener_alerts(
 
 
 def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = None) -> list[str]:
-    """Deliver `alerts` through the flow's sink; return the delivery errors (also logged).
+    """Queue `alerts` in the flow's outbox, then deliver what it holds through the flow's sink
+    (`defs.alerts.outbox`); return this call's delivery errors (also logged).
 
-    Every alert is also written to `logger` (e.g. a sensor's `context.log`) so it shows in the
-    tick log. An alert the sink fails to deliver is logged as JSON instead of being lost.
-    Every sink call is bounded by `mm2assets.plugin.timeout.seconds`; a sink that hangs is
-    abandoned and the rest of the alerts are logged instead, so a tick waits at most that long
-    per step.
+    Every alert raised is also written to `logger` (e.g. a sensor's `context.log`) so it
+    shows in the tick log. An alert the sink fails to take stays queued and is tried again by
+    a later call (every driver and listener tick makes one, with no alert of its own), so
+    nothing is lost. Every sink call is bounded by `mm2assets.plugin.timeout.seconds`, and a
+    sink still hung in an earlier call is not called again until it returns: a tick waits at
+    most that long, and only for its own flow's sink.
     """
-    pending = list(alerts)
-    if not pending:
-        return []
+    raised = list(alerts)
+    for alert in raised:
+        if logger is not None:
+            logger.log(_LEVELS[alert.severity], f"alert: {alert.message}")
+    outbox = AlertOutbox.for_flow(flow)
     errors: list[str] = []
-    timeout = flow.mm2assets_plugin_timeout_seconds
-    fallback = LogAlertSink()
     try:
-        sink = plugins.call_with_timeout(
-            "loading the alert sink", lambda: load_alert_sink(flow), timeout
-        )
-    except Exception as exc:  # a broken sink must not break the sensor
-        errors.append(f"{flow.name}: cannot load the alert sink: {exc}")
-        sink = fallback
-    name = type(sink).__qualname__
-    try:
-        for alert in pending:
-            if logger is not None:
-                logger.log(_LEVELS[alert.severity], f"alert: {alert.message}")
-            try:
-                plugins.call_with_timeout(
-                    f"{name}.send", functools.partial(sink.send, alert), timeout
-                )
-            except Exception as exc:
-                errors.append(f"{flow.name}: alert '{alert.kind}' not delivered by {name}: {exc}")
-                fallback.send(alert)
-                if isinstance(exc, plugins.PluginTimeoutError):
-                    sink = fallback  # hung: do not wait for it again in this call
-                    name = type(sink).__qualname__
-    finally:
+        outbox.add(raised)
+        calls = _SinkCalls(flow)
         try:
-            plugins.call_with_timeout(f"{name}.close", sink.close, timeout)
-        except Exception as exc:
-            errors.append(f"{flow.name}: closing the alert sink {name} failed: {exc}")
+            delivery = outbox.deliver(calls.send)
+        finally:
+            calls.close()
+    except OSError as exc:
+        # No outbox (a full or read-only disk): the alerts can only go to the log.
+        errors.append(f"{flow.name}: the alert outbox {outbox.directory} failed: {exc}")
+        for alert in raised:
+            LogAlertSink().send(alert)
+    else:
+        if delivery.error is not None:
+            errors.append(
+                f"{flow.name}: {len(outbox.pending())} alert(s) wait for delivery, kept in "
+                f"{outbox.directory} and retried: {delivery.error}"
+            )
     for error in errors:
         log.error(error)
         if logger is not None:
             logger.error(error)
     return errors
+
+
+class _SinkCalls:
+    """The flow's sink for one delivery: loaded on the first alert, closed at the end, every
+    call bounded per flow (a sink hung for one flow is not waited on for another)."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+        self.timeout = flow.mm2assets_plugin_timeout_seconds
+        self.sink: AlertSink | None = None
+
+    def send(self, alert: Alert) -> None:
+        """Deliver `alert`; AlertDeliveryError naming the sink when it could not."""
+        flow = self.flow
+        if self.sink is None:
+            try:
+                self.sink = plugins.call_with_timeout(
+                    f"{flow.name}: loading the alert sink",
+                    lambda: load_alert_sink(flow),
+                    self.timeout,
+                )
+            except Exception as exc:
+                raise AlertDeliveryError(f"cannot load the alert sink: {exc}") from None
+        name = type(self.sink).__qualname__
+        try:
+            plugins.call_with_timeout(
+                f"{flow.name}: {name}.send", functools.partial(self.sink.send, alert), self.timeout
+            )
+        except Exception as exc:
+            raise AlertDeliveryError(
+                f"alert '{alert.kind}' not delivered by {name}: {exc}"
+            ) from None
+
+    def close(self) -> None:
+        """Close the sink, if loaded (a sink that took its alerts has delivered them)."""
+        if self.sink is not None:
+            name = type(self.sink).__qualname__
+            with contextlib.suppress(Exception):
+                plugins.call_with_timeout(
+                    f"{self.flow.name}: {name}.close", self.sink.close, self.timeout
+                )

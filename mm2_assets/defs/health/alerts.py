@@ -46,6 +46,7 @@ def check_transition_alerts(
                     message=outcome.description or f"flow {flow.name}: check {name} failed",
                     topics=tuple(subjects),
                     details={"check": name, "subjects": subjects},
+                    subject=name,
                 )
             )
         elif outcome.passed and before is False:
@@ -57,6 +58,7 @@ def check_transition_alerts(
                     message=f"flow {flow.name}: check {name} passes again: "
                     f"{outcome.description or ''}".rstrip(": "),
                     details={"check": name},
+                    subject=name,
                 )
             )
         state[name] = outcome.passed

@@ -126,6 +126,7 @@ def cluster_alerts(
                 kind="cluster_unreachable",
                 message=f"flow {flow.name}: {side} cluster '{alias}' is unreachable: {error}",
                 details={"cluster": alias, "side": side},
+                subject=alias,
             ),
             lambda alias=alias, side=side: Alert(
                 flow=flow.name,
@@ -133,6 +134,7 @@ def cluster_alerts(
                 severity="info",
                 message=f"flow {flow.name}: {side} cluster '{alias}' answers again",
                 details={"cluster": alias, "side": side},
+                subject=alias,
             ),
         )
     return alerts
@@ -153,12 +155,14 @@ def stall_alerts(flow: FlowConfig, stalled: Sequence[str], was_stalled: bool) ->
             ),
             topics=topics,
             details={"partitions": list(stalled[:100])},
+            subject="",
         ),
         lambda: Alert(
             flow=flow.name,
             kind="replication_resumed",
             severity="info",
             message=f"flow {flow.name}: the follower copies again; no partition is stalled",
+            subject="",
         ),
     )
 
@@ -172,12 +176,14 @@ def unavailable_alerts(flow: FlowConfig, error: str | None, was: bool) -> list[A
             flow=flow.name,
             kind="checks_unavailable",
             message=f"flow {flow.name}: the health checks cannot be evaluated: {error}",
+            subject="",
         ),
         lambda: Alert(
             flow=flow.name,
             kind="checks_available",
             severity="info",
             message=f"flow {flow.name}: the health checks are evaluated again",
+            subject="",
         ),
     )
 
