@@ -21,9 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.listening import InProcessGroupListener, InProcessTopicListener
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.errors import UsageError
 from mm2_assets.mm2.spark_settings import SparkSettings, local_slots
@@ -77,6 +79,9 @@ class PrintingReporter(FollowerReporter):
 
     def problem(self, what: str, error: BaseException) -> None:
         self._print(f"{what} failed (retried): {error}", error=True)
+
+    def alerts(self, alerts: list[Alert]) -> None:
+        send_alerts(self.flow, alerts, self, background=True)
 
     def log(self, level: int, message: str) -> None:
         """The listener's log lines and alerts (a logger's `log`)."""

@@ -45,9 +45,11 @@ from mm2_assets.kafka.admin import TopicInfo, admin_timeout_s, end_offsets, flow
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.topic_listing import list_replicated_set
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
+from mm2_assets.mm2.work_incidents import WorkIncidents
 from mm2_assets.replication.copy_follow import slot_partitions
 from mm2_assets.replication.heartbeats import HeartbeatEmission, emit_heartbeat
 from mm2_assets.replication.replication_plan import (
@@ -186,6 +188,10 @@ class FollowerReporter:
 
     def problem(self, what: str, error: BaseException) -> None:
         """Interval work failed (the follower goes on and retries on the next interval)."""
+
+    def alerts(self, alerts: list[Alert]) -> None:
+        """Interval work failing for long, or working again (`mm2.work_incidents`): the host
+        sends them to the flow's sink."""
 
     def waiting(self, message: str) -> None:
         """Another writer holds the flow; the follower waits for it (`message` names it)."""
@@ -460,6 +466,8 @@ class Follower:
                 Work("progress tail", replicates, PROGRESS_TAIL_PERIOD_S, self._progress_tail),
             ],
             self.reporter.problem,
+            WorkIncidents(flow.name, flow.mm2assets_alert_work_failing_seconds),
+            self.reporter.alerts,
         )  # fmt: skip
         self._interval = interval_work
         interval_work.start()
@@ -635,9 +643,20 @@ class Follower:
         admin = self._admin("target")
         if self._heartbeat_producer is None:
             self._heartbeat_producer = idempotent_producer(flow)
-        emission = emit_heartbeat(
-            flow, admin=admin, existing=self._heartbeat_topics, producer=self._heartbeat_producer
-        )
+        try:
+            emission = emit_heartbeat(
+                flow,
+                admin=admin,
+                existing=self._heartbeat_topics,
+                producer=self._heartbeat_producer,
+            )
+        except Exception:
+            # The topic may be gone (deleted under us): the next try lists the target again,
+            # so it is created again, with a producer holding nothing for the old topic.
+            self._heartbeat_topics = None
+            self._heartbeat_producer.purge()
+            self._heartbeat_producer = None
+            raise
         if self._heartbeat_topics is None or emission.created_topic:
             self._heartbeat_topics = list_topics(admin, cluster=flow.target.alias)
 

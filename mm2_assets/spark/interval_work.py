@@ -5,7 +5,8 @@ Each piece runs on its own MM2 interval, as MM2 runs each in a connector of its 
 one (a checkpoint pass over a large offset-syncs topic) delays only its own next run, never the
 heartbeats, the copy job's watch or the follower's reports. What the work has to report is
 handed to the follower's thread through `drain`, so the host's reporter (Dagster's run
-context) is only called from one thread.
+context) is only called from one thread. A piece failing for long enough, and its recovery, are
+alerts (`mm2.work_incidents`), handed over the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from mm2_assets.mm2.alerting import Alert
+from mm2_assets.mm2.work_incidents import WorkIncidents
 
 Report = Callable[[], None]
 
@@ -34,9 +38,17 @@ class IntervalWork:
     """Runs each of `works` on a daemon thread of its own until `stop` (see the module
     docstring): a slow checkpoint pass does not hold the heartbeats back either."""
 
-    def __init__(self, works: Sequence[Work], on_problem: Callable[[str, Exception], None]) -> None:
+    def __init__(
+        self,
+        works: Sequence[Work],
+        on_problem: Callable[[str, Exception], None],
+        incidents: WorkIncidents | None = None,
+        on_alerts: Callable[[list[Alert]], None] | None = None,
+    ) -> None:
         self.works = [w for w in works if w.enabled]
         self._on_problem = on_problem
+        self._incidents = incidents
+        self._on_alerts = on_alerts
         self._reports: deque[Report] = deque()
         self._stop = threading.Event()
         self._threads = [
@@ -56,10 +68,19 @@ class IntervalWork:
                 report = work.run()
             except Exception as exc:  # interval work must not stop replication
                 self._reports.append(lambda e=exc: self._on_problem(work.name, e))
+                if self._incidents is not None:
+                    self._alert(self._incidents.failed(work.name, exc))
             else:
                 if report is not None:
                     self._reports.append(report)
+                if self._incidents is not None:
+                    self._alert(self._incidents.succeeded(work.name))
             self._stop.wait(max(0.0, next_run - time.monotonic()))
+
+    def _alert(self, alerts: list[Alert]) -> None:
+        if alerts and self._on_alerts is not None:
+            on_alerts = self._on_alerts
+            self._reports.append(lambda: on_alerts(alerts))
 
     def drain(self) -> None:
         """Deliver what the work reported since the last call (on the caller's thread); a

@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 
+from mm2_assets.mm2.work_incidents import WorkIncidents
 from mm2_assets.spark.interval_work import IntervalWork, Work
 
 
@@ -46,3 +47,56 @@ def test_a_slow_piece_runs_on_its_own_thread_and_reports_on_the_callers() -> Non
     assert reported and all(who == caller for kind, who in reported if kind == "beat")
     assert ("never", 0) not in reported
     assert problems == ["checkpoints: offset syncs unreadable"]
+
+
+def test_work_failing_past_the_bound_alerts_once_and_its_success_closes_it() -> None:
+    now = [0.0]
+    incidents = WorkIncidents("a->b", 60, clock=lambda: now[0])
+    # A follower's first success closes what an earlier follower may have left open.
+    [first] = incidents.succeeded("heartbeats")
+    assert (first.kind, first.subject) == ("interval_work_recovered", "heartbeats")
+    assert incidents.succeeded("heartbeats") == []
+    assert incidents.failed("heartbeats", RuntimeError("topic gone")) == []
+    now[0] = 59.0
+    assert incidents.failed("heartbeats", RuntimeError("topic gone")) == []
+    now[0] = 61.0
+    [opened] = incidents.failed("heartbeats", RuntimeError("topic gone"))
+    assert opened.kind == "interval_work_failed" and opened.subject == "heartbeats"
+    assert "failing for 61 s (3 attempts in a row): topic gone" in opened.message
+    now[0] = 90.0
+    assert incidents.failed("heartbeats", RuntimeError("topic gone")) == []  # once
+    assert incidents.failed("checkpoints", RuntimeError("x")) == []  # its own streak
+    [closed] = incidents.succeeded("heartbeats")
+    assert closed.kind == "interval_work_recovered" and "after 4 failed attempts" in closed.message
+    # A short streak under the bound opens nothing, and so closes nothing.
+    assert incidents.failed("heartbeats", RuntimeError("blip")) == []
+    assert incidents.succeeded("heartbeats") == []
+
+
+def test_interval_work_hands_its_alerts_to_the_callers_thread() -> None:
+    failing = threading.Event()
+    failing.set()
+    alerts: list[tuple[str, int]] = []
+    caller = threading.get_ident()
+
+    def heartbeat():
+        if failing.is_set():
+            raise RuntimeError("heartbeats topic gone")
+
+    work = IntervalWork(
+        [Work("heartbeats", True, 0.02, heartbeat)],
+        lambda name, exc: None,
+        WorkIncidents("a->b", 0.2),
+        lambda raised: alerts.extend((a.kind, threading.get_ident()) for a in raised),
+    )
+    work.start()
+    deadline = time.monotonic() + 5
+    while not alerts and time.monotonic() < deadline:
+        work.drain()
+        time.sleep(0.02)
+    failing.clear()
+    while len(alerts) < 2 and time.monotonic() < deadline:
+        work.drain()
+        time.sleep(0.02)
+    work.stop()
+    assert alerts == [("interval_work_failed", caller), ("interval_work_recovered", caller)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -198,7 +199,13 @@ def listener_alerts(
     return alerts
 
 
-def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = None) -> list[str]:
+def send_alerts(
+    flow: FlowConfig,
+    alerts: Iterable[Alert],
+    logger: Any | None = None,
+    *,
+    background: bool = False,
+) -> list[str]:
     """Queue `alerts` in the flow's outbox, then deliver what it holds through the flow's sink
     (`defs.alerts.outbox`); return this call's delivery errors (also logged).
 
@@ -207,32 +214,52 @@ def send_alerts(flow: FlowConfig, alerts: Iterable[Alert], logger: Any | None = 
     a later call (every driver and listener tick makes one, with no alert of its own), so
     nothing is lost. Every sink call is bounded by `mm2assets.plugin.timeout.seconds`, and a
     sink still hung in an earlier call is not called again until it returns: a tick waits at
-    most that long, and only for its own flow's sink.
+    most that long, and only for its own flow's sink. `background`: return once the alerts
+    are queued and deliver them on a thread of their own (for a follower's loop, which must
+    not wait on a sink), its errors going to the `mm2_assets.alerts` log only.
     """
     raised = list(alerts)
     for alert in raised:
         if logger is not None:
             logger.log(_LEVELS[alert.severity], f"alert: {alert.message}")
     outbox = AlertOutbox.for_flow(flow)
-    errors: list[str] = []
     try:
         outbox.add(raised)
-        calls = _SinkCalls(flow)
-        try:
-            delivery = outbox.deliver(calls.send)
-        finally:
-            calls.close()
     except OSError as exc:
         # No outbox (a full or read-only disk): the alerts can only go to the log.
-        errors.append(f"{flow.name}: the alert outbox {outbox.directory} failed: {exc}")
         for alert in raised:
             LogAlertSink().send(alert)
-    else:
-        if delivery.error is not None:
-            errors.append(
-                f"{flow.name}: {len(outbox.pending())} alert(s) wait for delivery, kept in "
-                f"{outbox.directory} and retried: {delivery.error}"
-            )
+        return _report([f"{flow.name}: the alert outbox {outbox.directory} failed: {exc}"], logger)
+    if background:
+        threading.Thread(
+            target=_deliver, args=(flow, outbox, None), name=f"alerts {flow.name}", daemon=True
+        ).start()
+        return []
+    return _deliver(flow, outbox, logger)
+
+
+def _deliver(flow: FlowConfig, outbox: AlertOutbox, logger: Any | None) -> list[str]:
+    """Deliver `outbox`'s queue through the flow's sink; the errors, logged."""
+    calls = _SinkCalls(flow)
+    try:
+        delivery = outbox.deliver(calls.send)
+    except OSError as exc:
+        return _report([f"{flow.name}: the alert outbox {outbox.directory} failed: {exc}"], logger)
+    finally:
+        calls.close()
+    if delivery.error is None:
+        return []
+    waiting = len(outbox.pending())
+    return _report(
+        [
+            f"{flow.name}: {waiting} alert(s) wait for delivery, kept in {outbox.directory} "
+            f"and retried: {delivery.error}"
+        ],
+        logger,
+    )
+
+
+def _report(errors: list[str], logger: Any | None) -> list[str]:
     for error in errors:
         log.error(error)
         if logger is not None:

@@ -32,6 +32,7 @@ import dagster as dg
 from mm2_assets.checkpointing.checkpoint_task import CheckpointRun
 from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun
 from mm2_assets.defs.alerts.sensors import recovery_alert
+from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.dagster_compat import (
@@ -200,6 +201,9 @@ class DagsterFollowerReporter(FollowerReporter):
 
     def problem(self, what: str, error: BaseException) -> None:
         self.context.log.warning(f"{self.flow.name}: {what} failed (retried): {error}")
+
+    def alerts(self, alerts: list[Alert]) -> None:
+        send_alerts(self.flow, alerts, self.context.log, background=True)
 
     def waiting(self, message: str) -> None:
         self.context.log.info(f"{self.flow.name}: {message}")
