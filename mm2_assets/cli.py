@@ -175,6 +175,12 @@ def _validate(args: argparse.Namespace) -> int:
     return run_validate(args.config, as_json=args.json)
 
 
+def _health(args: argparse.Namespace) -> int:
+    from mm2_assets.health_command import run_health
+
+    return run_health(_config_path(args), as_json=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `mm2-assets` command."""
     parser = argparse.ArgumentParser(prog="mm2-assets", description=__doc__)
@@ -278,7 +284,7 @@ def _add_config_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_flow_commands(commands: argparse._SubParsersAction) -> None:
-    """`replicate`, `follow` and `validate`: the commands that act on the configured flows."""
+    """`replicate`, `follow`, `validate` and `health`: the commands on the configured flows."""
     replicate = commands.add_parser(
         "replicate", help="one replication pass of every flow, as Dagster runs ($DAGSTER_HOME)"
     )
@@ -298,6 +304,14 @@ def _add_flow_commands(commands: argparse._SubParsersAction) -> None:
     validate.add_argument("--config", help=_CONFIG_HELP)
     validate.add_argument("--json", action="store_true", help="one JSON document on stdout")
     validate.set_defaults(func=_validate)
+    health = commands.add_parser(
+        "health",
+        help="the dead man's switch for a monitor outside Dagster: exit 0 when every flow's "
+        "driver (or follower) ticks and its alerts are delivered, 1 otherwise",
+    )
+    health.add_argument("--config", help=_CONFIG_HELP)
+    health.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    health.set_defaults(func=_health)
 
 
 def _add_demo_commands(commands: argparse._SubParsersAction) -> None:

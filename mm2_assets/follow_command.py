@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from mm2_assets.defs.alerts.liveness import mark_alive
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.listening import InProcessGroupListener, InProcessTopicListener
 from mm2_assets.kafka.clients import load_checked_config
@@ -65,6 +66,9 @@ class PrintingReporter(FollowerReporter):
             self._print(line.removeprefix(f"{self.flow.name}: "))
 
     def window(self, window: FollowerWindow) -> None:
+        mark_alive(
+            self.flow, "mm2-assets follow", self.flow.mm2assets_follower_report_interval_seconds
+        )
         seconds = max(window.ended_at - window.started_at, 1e-3)
         records = sum(p.records for p in window.partitions)
         lag = sum(p.lag for p in window.partitions)

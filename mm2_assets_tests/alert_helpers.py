@@ -13,13 +13,18 @@ class Webhook:
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
-        received = self.received
+        self.refused: list[dict[str, Any]] = []
+        self.up = True
+        """While False, every POST is answered 503 (the receiver is down) and kept in
+        `refused`."""
+        hook = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
-                received.append(json.loads(self.rfile.read(length)))
-                self.send_response(204)
+                alert = json.loads(self.rfile.read(length))
+                (hook.received if hook.up else hook.refused).append(alert)
+                self.send_response(204 if hook.up else 503)
                 self.end_headers()
 
             def log_message(self, *args: object) -> None:

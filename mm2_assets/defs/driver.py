@@ -46,6 +46,7 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.alerts.liveness import mark_alive
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.cursors import read_cursor, write_cursor
@@ -283,6 +284,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
         checkpoints=plan.checkpoints,
     )
     send_alerts(flow, watched.alerts, context.log)
+    mark_alive(flow, "the replication driver sensor", plan.tick)
     tick.notes.extend(f"{flow.name}: {note}" for note in watched.notes)
     if checks_due and watched.evaluations:
         tick.last["checks"] = now

@@ -12,7 +12,10 @@ restart.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +23,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 
 from mm2_assets.mm2.config import CONFIG_ENV
 from mm2_assets_tests.alert_helpers import Webhook
@@ -47,6 +56,10 @@ pytestmark = pytest.mark.integration
 DRIVER_S = 5
 BOUND_S = 2 * DRIVER_S + 30
 """The promise (docs/plugins.md, "What alerts, and when"): within two driver intervals + 30 s."""
+WORK_FAILING_S = 10
+"""`mm2assets.alert.work.failing.seconds` of the flow under test."""
+RETRY_MAX_S = 5
+"""`mm2assets.alert.retry.max.seconds` of the flow under test."""
 
 
 @dataclass
@@ -59,6 +72,7 @@ class Operator:
     server: DagsterDev
     webhook: Webhook
     home: Path
+    config: Path
 
     @property
     def flow_key(self) -> str:
@@ -82,7 +96,9 @@ def operator(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         "mm2assets.follower.report.interval.seconds = 1\n"
         f"mm2assets.driver.interval.seconds = {DRIVER_S}\n"
         f"mm2assets.checks.interval.seconds = {DRIVER_S}\n"
-        f"mm2assets.alert.webhook.url = {webhook.url}\n",
+        f"mm2assets.alert.webhook.url = {webhook.url}\n"
+        f"mm2assets.alert.work.failing.seconds = {WORK_FAILING_S}\n"
+        f"mm2assets.alert.retry.max.seconds = {RETRY_MAX_S}\n",
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -90,7 +106,7 @@ def operator(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         {CONFIG_ENV: str(config), "DAGSTER_HOME": str(home)}, tmp_path / "dagster-dev.log"
     )
     try:
-        yield Operator(pair, prefix, topic, server, webhook, home)
+        yield Operator(pair, prefix, topic, server, webhook, home, config)
     finally:
         left = server.stop()
         webhook.close()
@@ -151,6 +167,154 @@ def test_an_outage_of_either_cluster_alerts_while_it_lasts_and_once_when_over(
         for alias in ("backup", "primary"):
             _outage(pair, alias, webhook, server)
     assert_exactly_once(pair.bootstrap("primary"), pair.bootstrap("backup"), topic, 240)
+
+
+def test_an_alert_raised_while_the_webhook_is_down_arrives_once_when_it_is_back(
+    operator: Operator,
+) -> None:
+    """The webhook is down when the target cluster goes away: the incident's open alert is
+    kept and arrives once, after the webhook returns, then its close, with one incident id."""
+    pair, webhook, server, topic = operator.pair, operator.webhook, operator.server, operator.topic
+    with Writing(pair.bootstrap("primary"), topic, rate=200):
+        wait_for("the follower to copy", lambda: _copied_some(pair, topic), 240,
+                 state=server.log_tail)  # fmt: skip
+        seen = len(webhook.received)
+
+        def since(start: int, kind: str) -> list[dict]:
+            return [a for a in webhook.received[start:] if _about(a, kind, "backup")]
+
+        webhook.up = False
+        pair.stop("backup")
+        try:
+            wait_for(
+                "the unreachable alert to be refused by the webhook",
+                lambda: any(_about(a, "cluster_unreachable", "backup") for a in webhook.refused),
+                BOUND_S,
+                state=lambda: f"refused {[a['kind'] for a in webhook.refused]}",
+            )
+            # Down a while: the alert is retried (with back-off), and refused each time.
+            time.sleep(3 * RETRY_MAX_S)
+            assert not since(seen, "cluster_unreachable"), webhook.kinds()[seen:]
+            retries = [a for a in webhook.refused if _about(a, "cluster_unreachable", "backup")]
+            assert len(retries) >= 2 and len({a["alert_id"] for a in retries}) == 1, retries
+            webhook.up = True
+            wait_for(
+                "the kept alert to arrive",
+                lambda: bool(since(seen, "cluster_unreachable")),
+                RETRY_MAX_S * 1.2 + 2 * DRIVER_S + 10,
+                state=lambda: f"received {webhook.kinds()[seen:]}",
+            )
+        finally:
+            webhook.up = True
+            pair.restart("backup")
+        wait_for(
+            "the close alert",
+            lambda: bool(since(seen, "cluster_reachable")),
+            BOUND_S,
+            state=lambda: f"received {webhook.kinds()[seen:]}",
+        )
+        time.sleep(2 * DRIVER_S)
+    [opened] = since(seen, "cluster_unreachable")
+    [closed] = since(seen, "cluster_reachable")
+    assert (opened["event"], closed["event"]) == ("open", "close")
+    assert opened["incident_id"] == closed["incident_id"] == retries[0]["incident_id"]
+    assert opened["sequence"] < closed["sequence"]
+    assert_exactly_once(pair.bootstrap("primary"), pair.bootstrap("backup"), topic, 240)
+
+
+def test_heartbeats_failing_in_follow_mode_alert_within_the_bound_and_close_when_fixed(
+    operator: Operator,
+) -> None:
+    """The target's heartbeats topic made unwritable (records larger than it takes) under the
+    running follower: one `interval_work_failed` alert within the bound, one close once it
+    takes records again."""
+    pair, webhook, server = operator.pair, operator.webhook, operator.server
+    admin = AdminClient({"bootstrap.servers": pair.bootstrap("backup")})
+    wait_for(
+        "the follower's heartbeats",
+        lambda: "heartbeats" in admin.list_topics(timeout=10).topics,
+        240,
+        state=server.log_tail,
+    )
+
+    def set_max_bytes(value: str) -> None:
+        entry = ConfigEntry(
+            "max.message.bytes",
+            value,
+            incremental_operation=AlterConfigOpType.SET if value else AlterConfigOpType.DELETE,
+        )
+        resource_now = ConfigResource(
+            ConfigResource.Type.TOPIC, "heartbeats", incremental_configs=[entry]
+        )
+        admin.incremental_alter_configs([resource_now])[resource_now].result(30)
+
+    def heartbeat_alerts(kind: str) -> list[dict]:
+        return [
+            a
+            for a in webhook.of_kind(kind)
+            if a["flow"] == "primary->backup" and a["details"].get("work") == "heartbeats"
+        ]
+
+    assert not heartbeat_alerts("interval_work_failed"), webhook.kinds()
+    closes_before = len(heartbeat_alerts("interval_work_recovered"))
+    set_max_bytes("1")
+    broken = time.monotonic()
+    try:
+        wait_for(
+            "an interval_work_failed alert for the heartbeats",
+            lambda: bool(heartbeat_alerts("interval_work_failed")),
+            WORK_FAILING_S + 30,
+            state=lambda: f"received {webhook.kinds()}; {server.log_tail(10)}",
+        )
+        took = time.monotonic() - broken
+    finally:
+        set_max_bytes("")
+    wait_for(
+        "the heartbeats' recovery alert",
+        lambda: len(heartbeat_alerts("interval_work_recovered")) > closes_before,
+        30,
+        state=lambda: f"received {webhook.kinds()}",
+    )
+    [opened] = heartbeat_alerts("interval_work_failed")
+    closed = heartbeat_alerts("interval_work_recovered")[-1]
+    assert opened["incident_id"] == closed["incident_id"] and opened["event"] == "open"
+    assert "heartbeats" in opened["message"], opened
+    print(f"heartbeats: interval_work_failed alert {took:.1f} s after the topic broke")
+
+
+def test_the_health_command_says_when_the_daemon_stopped(operator: Operator) -> None:
+    """`mm2-assets health`, the dead man's switch run outside the daemon: exit 0 while the
+    driver ticks; `dagster dev` stopped, exit 1 naming the flow within its stated bound
+    (three driver intervals plus a minute). Last in the module: it stops the server."""
+    env = {**os.environ, "DAGSTER_HOME": str(operator.home)}
+    command = [str(Path(sys.executable).parent / "mm2-assets"), "health", "--config"]
+    command.append(str(operator.config))
+
+    def health() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    wait_for("health to pass", lambda: health().returncode == 0, 2 * DRIVER_S + 30,
+             state=lambda: health().stdout)  # fmt: skip
+    assert "primary->backup: ok: the replication driver sensor ticked" in health().stdout
+    assert operator.server.stop() == {}
+    stopped = time.monotonic()
+    bound = 3 * DRIVER_S + 60
+    wait_for("health to fail", lambda: health().returncode == 1, bound + 10,
+             state=lambda: health().stdout)  # fmt: skip
+    took = time.monotonic() - stopped
+    report = health()
+    assert "primary->backup: FAILING" in report.stdout, report.stdout
+    assert "is the Dagster daemon (or `mm2-assets follow`) running?" in report.stdout
+    assert took <= bound + 10, took
+    print(f"health: failing {took:.0f} s after the daemon stopped (bound {bound} s)")
+
+
+def _about(alert: dict, kind: str, alias: str) -> bool:
+    return (
+        alert["kind"] == kind
+        and alert["details"].get("cluster") == alias
+        and alert["flow"] == "primary->backup"
+    )
 
 
 def _follower_runs(instance: dg.DagsterInstance, flow_key: str) -> list[dg.DagsterRun]:

@@ -94,7 +94,7 @@ class Delivery:
     """Why nothing was tried (another process delivers, or the back-off runs)."""
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader (or a crash) sees the old file or the new one."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     with open(partial, "w") as out:
@@ -153,7 +153,7 @@ class AlertOutbox:
         return state
 
     def _save(self, state: dict[str, Any]) -> None:
-        _write_atomically(self.directory / "state.json", json.dumps(state, sort_keys=True))
+        write_atomically(self.directory / "state.json", json.dumps(state, sort_keys=True))
 
     def _files(self) -> list[Path]:
         try:
@@ -176,7 +176,7 @@ class AlertOutbox:
                     continue
                 body = {**stamped.as_dict(), "subject": stamped.subject}
                 name = f"{stamped.sequence:012d}.json"
-                _write_atomically(self.pending_dir / name, json.dumps(body, default=str))
+                write_atomically(self.pending_dir / name, json.dumps(body, default=str))
                 queued.append(stamped)
             self._trim(state)
             self._save(state)
