@@ -93,6 +93,8 @@ class DriverPlan:
     checkpoints: dg.AssetKey | None
     follower: dg.JobDefinition | None
     checks: bool
+    freshness: dict[str, dg.AssetKey]
+    """The interval assets whose freshness policies alert (name → key)."""
     control: tuple[tuple[str, dg.AssetKey | None, bool, int], ...]
     """(cursor name, asset key, enabled, period) of the small interval-driven assets."""
 
@@ -282,6 +284,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
         in_grace=in_grace(instance, flow, started, now, follow=not plan.batch),
         replicated_topics=plan.replicated_topics,
         checkpoints=plan.checkpoints,
+        freshness=plan.freshness,
     )
     send_alerts(flow, watched.alerts, context.log)
     mark_alive(flow, "the replication driver sensor", plan.tick)
@@ -351,6 +354,16 @@ def replication_driver_sensor(
         checkpoints=checkpoints,
         follower=follower,
         checks=checks,
+        freshness={
+            name: key
+            for name, key in (
+                ("heartbeats", heartbeats),
+                ("checkpoints", checkpoints),
+                ("synced_group_offsets", synced_group_offsets),
+                ("topic_configs", topic_configs if with_partitions else None),
+            )
+            if key is not None
+        },
         # Follow mode: the follower run does the interval work.
         control=()
         if follower is not None

@@ -50,6 +50,8 @@ AlertKind = Literal[
     "listener_recovered",
     "interval_work_failed",
     "interval_work_recovered",
+    "freshness_failed",
+    "freshness_recovered",
 ]
 IncidentEvent = Literal["open", "close", "notice"]
 """What an alert does to its incident: opens it, closes it, or is a one-off notice."""
@@ -62,6 +64,7 @@ CLOSES: Mapping[str, str] = {
     "checks_available": "checks_unavailable",
     "listener_recovered": "listener_failed",
     "interval_work_recovered": "interval_work_failed",
+    "freshness_recovered": "freshness_failed",
 }
 """Each closing kind and the kind of the incident it closes."""
 

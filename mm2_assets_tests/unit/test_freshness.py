@@ -3,12 +3,15 @@ daemon) sees them."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from mm2_assets.definitions import build_definitions
+from mm2_assets.defs.health.freshness import fail_after_seconds, stale_assets
+from mm2_assets.defs.health.watch import freshness_alerts
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets_tests.kafka_helpers import mm2_properties
 
@@ -89,3 +92,34 @@ def test_batch_passes_are_judged_by_the_driver_tick(tmp_path: Path) -> None:
 )
 def test_disabled_work_has_no_policy(tmp_path: Path, setting: str, asset: str) -> None:
     assert _windows(tmp_path, f"primary->backup.{setting} = false\n")[asset] is None
+
+
+def test_an_asset_failing_its_policy_alerts_once_and_closes_when_fresh(tmp_path: Path) -> None:
+    """Judged from a real instance's latest materialization with the policy's own window: the
+    stale asset opens a `freshness_failed` incident, fresh again it closes it."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties("p:9092", "b:9092", "mm2assets.replication.mode = follow\n"))
+    flow = load_mm2_config(config).flows[0]
+    instance = dg.DagsterInstance.ephemeral()
+    keys = {
+        "heartbeats": dg.AssetKey([flow.key, "heartbeats"]),
+        "checkpoints": dg.AssetKey([flow.key, "checkpoints"]),
+    }
+    instance.report_runless_asset_event(dg.AssetMaterialization(keys["heartbeats"]))
+    now = time.time()
+    fail = fail_after_seconds(flow, flow.mm2assets_follower_materialize_interval_seconds)
+    # Checkpoints never materialized: stale; heartbeats within their window: fresh.
+    assert stale_assets(flow, instance, keys, now) == {"checkpoints": None}
+    stale = stale_assets(flow, instance, keys, now + fail + 5)
+    assert set(stale) == {"heartbeats", "checkpoints"}
+    assert fail + 4 < stale["heartbeats"] < fail + 10
+    [opened] = freshness_alerts(flow, stale, ["checkpoints"])
+    assert (opened.kind, opened.subject, opened.severity) == (
+        "freshness_failed",
+        "heartbeats",
+        "warning",
+    )
+    assert "heartbeats fails its freshness policy: last materialized" in opened.message
+    assert freshness_alerts(flow, stale, ["checkpoints", "heartbeats"]) == []
+    [closed] = freshness_alerts(flow, {"checkpoints": None}, ["checkpoints", "heartbeats"])
+    assert (closed.kind, closed.subject) == ("freshness_recovered", "heartbeats")

@@ -16,6 +16,7 @@ or more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 import dagster as dg
@@ -37,10 +38,15 @@ def reported_every_seconds(flow: FlowConfig, interval_seconds: int) -> int:
     return max(interval_seconds, floor)
 
 
+def fail_after_seconds(flow: FlowConfig, interval_seconds: int) -> int:
+    """The fail window of an asset materialized every `interval_seconds` (see the module)."""
+    period = reported_every_seconds(flow, interval_seconds)
+    return max(FAIL_AFTER_INTERVALS * period, MIN_WINDOW_SECONDS)
+
+
 def interval_freshness(flow: FlowConfig, interval_seconds: int) -> dg.FreshnessPolicy:
     """The policy of an asset materialized every `interval_seconds` (see the module)."""
-    period = reported_every_seconds(flow, interval_seconds)
-    fail = max(FAIL_AFTER_INTERVALS * period, MIN_WINDOW_SECONDS)
+    fail = fail_after_seconds(flow, interval_seconds)
     warn = timedelta(seconds=fail / 2) if fail / 2 >= MIN_WINDOW_SECONDS else None
     return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=fail), warn_window=warn)
 
@@ -49,6 +55,33 @@ def flow_freshness(flow: FlowConfig, asset: str) -> dg.FreshnessPolicy | None:
     """The freshness policy of the flow's asset named `asset` (`heartbeats`, `checkpoints`,
     `synced_group_offsets`, `topic_configs`); None where the flow does not do that work (a
     disabled feature is never stale)."""
+    seconds = _interval_of(flow, asset)
+    return None if seconds is None else interval_freshness(flow, seconds)
+
+
+def stale_assets(
+    flow: FlowConfig,
+    instance: dg.DagsterInstance,
+    keys: Mapping[str, dg.AssetKey],
+    now: float,
+) -> dict[str, float | None]:
+    """The flow's assets (name → key) failing their freshness policy at `now`, as Dagster's
+    freshness daemon judges them (the same windows): name → seconds since the latest
+    materialization, None when never materialized. One newest-event query per asset."""
+    stale: dict[str, float | None] = {}
+    for name, key in keys.items():
+        seconds = _interval_of(flow, name)
+        if seconds is None:
+            continue
+        event = instance.get_latest_materialization_event(key)
+        age = None if event is None else max(0.0, now - event.timestamp)
+        if age is None or age > fail_after_seconds(flow, seconds):
+            stale[name] = age
+    return stale
+
+
+def _interval_of(flow: FlowConfig, asset: str) -> int | None:
+    """How often the flow does the work behind `asset`, None when it does not."""
     intervals = {
         "heartbeats": (flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds),
         "checkpoints": (flow.emit_checkpoints_enabled, flow.emit_checkpoints_interval_seconds),
@@ -62,4 +95,4 @@ def flow_freshness(flow: FlowConfig, asset: str) -> dg.FreshnessPolicy | None:
     if asset == "heartbeats" and flow.mm2assets_replication_mode == "follow":
         # A follower run records heartbeats once per materialize interval (report_cadence).
         seconds = max(seconds, flow.mm2assets_follower_materialize_interval_seconds)
-    return interval_freshness(flow, seconds) if enabled else None
+    return seconds if enabled else None

@@ -10,6 +10,9 @@ it starts and once when it is over, the state kept in the driver's cursor):
   whose committed progress did not move between two ticks: the follower copies nothing.
 - `checks_unavailable` / `checks_available`: the lag could not be measured, or the health
   checks not evaluated, within `KAFKA_BUDGET_S` (an error of its own, not a log line).
+- `freshness_failed` / `freshness_recovered` (with the checks): an interval asset
+  (heartbeats, checkpoints, synced group offsets, topic configs) fails its freshness policy,
+  judged with the policy's own window from its latest materialization.
 
 Every Kafka call of the tick runs under a bound (`call_with_timeout`), so a tick ends well
 inside Dagster's sensor deadline (60 s) whatever the clusters do. After the driver starts, and
@@ -20,6 +23,7 @@ after a follower run starts, failing lag and freshness checks and stalls do not 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +32,7 @@ import dagster as dg
 
 from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
+from mm2_assets.defs.health.freshness import stale_assets
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S, verify_cluster_access
@@ -198,8 +203,10 @@ def watch_flow(
     in_grace: bool,
     replicated_topics: dg.AssetKey | None,
     checkpoints: dg.AssetKey | None,
+    freshness: Mapping[str, dg.AssetKey] | None = None,
 ) -> Watch:
-    """One tick of watching (see the module docstring); `state` is what the last tick kept."""
+    """One tick of watching (see the module docstring); `state` is what the last tick kept.
+    `freshness`: the interval assets (name → key) whose freshness policies alert."""
     watch = Watch()
     answers = probe_clusters(flow)
     unreachable = {a: e for a, e in answers.items() if e is not None}
@@ -226,6 +233,8 @@ def watch_flow(
             replicated_topics=replicated_topics,
             checkpoints=checkpoints,
         )
+    if evaluate_checks and instance is not None and freshness:
+        _watch_freshness(flow, instance, watch, state, kept, freshness, in_grace=in_grace)
     if error is not None:
         watch.notes.append(error)
     if evaluate_checks or error is not None:  # otherwise nothing new is known about them
@@ -267,6 +276,72 @@ def _watch_stalls(
         kept["stalled"] = bool(stalled)
     else:
         kept["stalled"] = stalled_before
+
+
+def freshness_alerts(
+    flow: FlowConfig, stale: Mapping[str, float | None], before: Sequence[str]
+) -> list[Alert]:
+    """Alerts for the assets (name → age, None: never materialized) that went stale, and
+    those stale at the last evaluation (`before`) that are fresh again."""
+    alerts: list[Alert] = []
+    for name in sorted(set(stale) | set(before)):
+        age = stale.get(name)
+        alerts += _incident(
+            name in stale,
+            name in before,
+            lambda name=name, age=age: Alert(
+                flow=flow.name,
+                kind="freshness_failed",
+                severity="warning",
+                message=(
+                    f"flow {flow.name}: {name} fails its freshness policy: "
+                    + (
+                        "never materialized"
+                        if age is None
+                        else f"last materialized {age:.0f} s ago"
+                    )
+                ),
+                details={"asset": name, "age_seconds": None if age is None else round(age, 1)},
+                subject=name,
+            ),
+            lambda name=name: Alert(
+                flow=flow.name,
+                kind="freshness_recovered",
+                severity="info",
+                message=f"flow {flow.name}: {name} is fresh again",
+                details={"asset": name},
+                subject=name,
+            ),
+        )
+    return alerts
+
+
+def _watch_freshness(
+    flow: FlowConfig,
+    instance: dg.DagsterInstance,
+    watch: Watch,
+    state: Mapping[str, Any],
+    kept: dict[str, Any],
+    keys: Mapping[str, dg.AssetKey],
+    *,
+    in_grace: bool,
+) -> None:
+    """The freshness incidents: their alerts into `watch`, the stale assets into `kept`."""
+    try:
+        stale = call_with_timeout(
+            f"{flow.name}: reading the interval assets' freshness",
+            lambda: stale_assets(flow, instance, keys, time.time()),
+            KAFKA_BUDGET_S,
+        )
+    except Exception as exc:
+        watch.notes.append(f"reading the freshness of the interval assets failed: {exc}")
+        return
+    if in_grace:
+        stale = {}
+    for name, age in stale.items():
+        watch.notes.append(f"{name}: stale ({'never' if age is None else f'{age:.0f} s'})")
+    watch.alerts += freshness_alerts(flow, stale, state.get("stale") or [])
+    kept["stale"] = sorted(stale)
 
 
 def _evaluate_checks(
