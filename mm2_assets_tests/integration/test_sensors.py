@@ -400,6 +400,7 @@ def test_a_failing_listener_is_reported_and_does_not_stop_the_sensor(
     assert not data.run_requests
     assert notifications(recording, "topics") == [{topic: f"primary.{topic}"}]
     assert len(webhook.of_kind("listener_failed")) == 1
+    assert not webhook.of_kind("listener_recovered")  # it failed again: still open
 
 
 # ---------------------------------------------------------------------------------------------

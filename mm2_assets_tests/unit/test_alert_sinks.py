@@ -10,6 +10,7 @@ import pytest
 from mm2_assets.defs.alerts.sinks import (
     LogAlertSink,
     WebhookAlertSink,
+    listener_alerts,
     load_alert_sink,
     redact_url,
 )
@@ -139,3 +140,24 @@ def test_a_failed_delivery_names_no_token_in_its_error_or_the_logs(
     assert "http://127.0.0.1:9/" in str(failed.value)
     for secret in (SLACK_TOKEN, PAGERDUTY_KEY, "B0CD34"):
         assert secret not in text
+
+
+def test_a_listener_failing_then_notified_again_opens_and_closes_one_incident() -> None:
+    f = flow()
+
+    def tick(error: str | None, failing: bool) -> list[tuple[str, str | None]]:
+        alerts = listener_alerts(
+            f,
+            subject="topics",
+            listener_error=error,
+            already_failing=failing,
+            changed=(),
+            change_summary=None,
+            change_details={},
+        )
+        return [(a.kind, a.subject) for a in alerts]
+
+    assert tick("catalog down", failing=False) == [("listener_failed", "topics")]
+    assert tick("catalog down", failing=True) == []  # the retry failed too: still open
+    assert tick(None, failing=True) == [("listener_recovered", "topics")]
+    assert tick(None, failing=False) == []

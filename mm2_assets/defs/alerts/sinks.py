@@ -38,6 +38,7 @@ from mm2_assets.mm2.alerting import (
     Alert,
     AlertDeliveryError,
     AlertSink,
+    transition_alerts,
 )
 from mm2_assets.mm2.config import FlowConfig
 
@@ -158,32 +159,30 @@ def listener_alerts(
     given, the set having changed."""
     what = "topic" if subject == "topics" else "group"
     names = {subject: changed}
-    alerts: list[Alert] = []
-    if listener_error and not already_failing:
-        listener_class = flow.topic_listener_class if what == "topic" else flow.group_listener_class
-        alerts.append(
-            Alert(
-                flow=flow.name,
-                kind="listener_failed",
-                message=f"flow {flow.name}: {what} listener failed: {listener_error}",
-                details={"listener": listener_class},
-                subject=subject,
-                **names,
-            )
-        )
-    elif already_failing and not listener_error:
+    listener = {
+        "listener": flow.topic_listener_class if what == "topic" else flow.group_listener_class
+    }
+    alerts = transition_alerts(
+        listener_error is not None,
+        already_failing,
+        lambda: Alert(
+            flow=flow.name,
+            kind="listener_failed",
+            message=f"flow {flow.name}: {what} listener failed: {listener_error}",
+            details=listener,
+            subject=subject,
+            **names,
+        ),
         # The notification retried since the failure went through.
-        listener_class = flow.topic_listener_class if what == "topic" else flow.group_listener_class
-        alerts.append(
-            Alert(
-                flow=flow.name,
-                kind="listener_recovered",
-                severity="info",
-                message=f"flow {flow.name}: {what} listener notified again",
-                details={"listener": listener_class},
-                subject=subject,
-            )
-        )
+        lambda: Alert(
+            flow=flow.name,
+            kind="listener_recovered",
+            severity="info",
+            message=f"flow {flow.name}: {what} listener notified again",
+            details=listener,
+            subject=subject,
+        ),
+    )
     if change_summary is not None:
         noun = "replicated topics" if what == "topic" else "checkpointed groups"
         alerts.append(

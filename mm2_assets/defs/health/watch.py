@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ from mm2_assets.defs.health.freshness import stale_assets
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S, verify_cluster_access
-from mm2_assets.mm2.alerting import Alert
+from mm2_assets.mm2.alerting import Alert, transition_alerts
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.plugins import call_with_timeout
 from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
@@ -102,19 +102,6 @@ def stalled_partitions(
     return stalled, kept
 
 
-def _incident(
-    failing: bool,
-    was_failing: bool,
-    start: Callable[[], Alert],
-    end: Callable[[], Alert],
-) -> list[Alert]:
-    if failing and not was_failing:
-        return [start()]
-    if was_failing and not failing:
-        return [end()]
-    return []
-
-
 def cluster_alerts(
     flow: FlowConfig, answers: Mapping[str, str | None], before: Mapping[str, str]
 ) -> list[Alert]:
@@ -123,7 +110,7 @@ def cluster_alerts(
     alerts: list[Alert] = []
     for alias, error in answers.items():
         side = "source" if alias == flow.source.alias else "target"
-        alerts += _incident(
+        alerts += transition_alerts(
             error is not None,
             alias in before,
             lambda alias=alias, side=side, error=error: Alert(
@@ -148,7 +135,7 @@ def cluster_alerts(
 def stall_alerts(flow: FlowConfig, stalled: Sequence[str], was_stalled: bool) -> list[Alert]:
     """The alert when partitions (`topic-partition`) stall, or when a stall is over."""
     topics = tuple(sorted({p.rsplit("-", 1)[0] for p in stalled}))
-    return _incident(
+    return transition_alerts(
         bool(stalled),
         was_stalled,
         lambda: Alert(
@@ -174,7 +161,7 @@ def stall_alerts(flow: FlowConfig, stalled: Sequence[str], was_stalled: bool) ->
 
 def unavailable_alerts(flow: FlowConfig, error: str | None, was: bool) -> list[Alert]:
     """The alert when the checks cannot be evaluated (`error`), or can be again."""
-    return _incident(
+    return transition_alerts(
         error is not None,
         was,
         lambda: Alert(
@@ -286,7 +273,7 @@ def freshness_alerts(
     alerts: list[Alert] = []
     for name in sorted(set(stale) | set(before)):
         age = stale.get(name)
-        alerts += _incident(
+        alerts += transition_alerts(
             name in stale,
             name in before,
             lambda name=name, age=age: Alert(
