@@ -50,6 +50,7 @@ MODULE_SECONDS = {
     "test_follower": 163,
     "test_ui_browser": 143,
     "test_alerts_under_faults": 138,
+    "test_follower_handover": 120,
     "test_spark_cluster": 110,
     "test_crash_trials": 100,
     "test_mm2_cutover": 97,

@@ -19,11 +19,15 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    (`sync.group.offsets.interval.seconds`) together in one small run, and `topic_configs`
    over every topic partition (`sync.topic.configs.interval.seconds`).
 
+3. deletes the flow's ended runs past `mm2assets.runs.retention.hours`, with their events
+   and compute logs (`defs.run_retention`, at most 20 a tick).
+
 A tick with nothing to do requests nothing, so no run and no Spark session starts.
 
 With `mm2assets.replication.mode = follow`, 1. and 2. are the follower run's job: the driver
 only keeps one follower run of the flow alive (`follower_request`: started when none runs,
-restarted with back-off after a failure or when its process died), announces its recovery
+started again when one handed over at its maximum age, restarted with back-off after a
+failure or when its process died), announces its recovery
 once a restarted follower has been up `mm2assets.follower.stable.seconds`, and still does 0.
 
 Work that failed is not requested again on every tick: after failed runs in a row the next
@@ -52,7 +56,11 @@ from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.defs.dagster_compat import ensure_pool_limit, sensor_min_interval
 from mm2_assets.defs.health.watch import watch_flow
-from mm2_assets.defs.replication.follower import follower_recovery, follower_request
+from mm2_assets.defs.replication.follower import (
+    follower_recovery,
+    follower_request,
+    handed_over,
+)
 from mm2_assets.defs.run_requests import (
     WORK_CONTROL,
     WORK_FOLLOW,
@@ -64,6 +72,7 @@ from mm2_assets.defs.run_requests import (
     run_tags,
     work_history,
 )
+from mm2_assets.defs.run_retention import delete_expired_runs
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.replication.replication_state import LagSnapshot
 
@@ -73,12 +82,15 @@ def in_grace(
 ) -> bool:
     """Whether the flow is in its first catch-up: within `mm2assets.checks.grace.seconds` of
     the driver's first tick (`started`) or, in follow mode, of the current follower run's
-    start."""
+    start, or of the last follower's end when it handed over (the next one starts at the
+    next tick: a pause, not a stall)."""
     since = started
     if follow:
         records = work_history(instance, flow, WORK_FOLLOW)[:1]
         if records and records[0].start_time and not records[0].dagster_run.is_finished:
             since = max(since, records[0].start_time)
+        elif records and records[0].end_time and handed_over(records[0].dagster_run):
+            since = max(since, records[0].end_time)
     return now < since + flow.mm2assets_checks_grace_seconds
 
 
@@ -187,6 +199,17 @@ class DriverTick:
                 + ", ".join(f"{t} (+{lag[t]})" for t in lagging[:20])
             )
             self.run_requests.append(request)
+
+    def expire_runs(self) -> None:
+        """3. The flow's ended runs past `mm2assets.runs.retention.hours`, deleted
+        (`defs.run_retention`)."""
+        try:
+            deleted = delete_expired_runs(self.context.instance, self.flow, self.now)
+        except Exception as exc:  # storage trouble must not stop the driver's watch
+            self.note(f"deleting expired runs failed: {exc}")
+            return
+        if deleted:
+            self.context.log.info(f"{self.flow.name}: deleted {len(deleted)} expired run(s)")
 
     def interval_work(self) -> None:
         """2. Heartbeats, checkpoints and group offset syncs in one small run; topic configs
@@ -298,6 +321,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
     elif plan.replicated_topics is not None and plan.partitions is not None:
         tick.replicate_new_data(watched.snapshot)
     tick.interval_work()
+    tick.expire_runs()
 
     watch_state = dict(watched.state)
     cursor = write_cursor(

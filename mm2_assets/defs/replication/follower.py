@@ -15,6 +15,11 @@ does shows up on the flow's assets as it happens:
 
 The op records its process id and host as run tags, so the replication driver can tell a
 follower that died without a word (SIGKILL, OOM) from one that runs, and restart it.
+
+A follower run `mm2assets.follower.max.age.seconds` old stops cleanly (tag
+`mm2-assets/handed-over`) and the driver starts the next at its next tick: the copy resumes
+at the committed progress under a new writer lease, and the flow's history is kept in runs of
+a bounded size that retention can delete (`defs.run_retention`).
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's context and resource types.
@@ -72,6 +77,8 @@ PID_TAG = "mm2-assets/follower-pid"
 """Run tag: the process id of the follower run's worker."""
 HOST_TAG = "mm2-assets/follower-host"
 """Run tag: the host the follower run's worker runs on."""
+HANDED_OVER_TAG = "mm2-assets/handed-over"
+"""Run tag of a follower run that stopped at its maximum age for the next one to take over."""
 FOLLOWER_GONE = "the follower's process is gone (killed?)"
 """Why a follower run whose process is gone is marked failed."""
 
@@ -314,6 +321,7 @@ def _follow_op(
         )
         reporter = DagsterFollowerReporter(context, flow, keys, partitions)
         stop = threading.Event()
+        aged = MaxAge(flow.mm2assets_follower_max_age_seconds, stop)
         with StopOnSignals(stop) as signals:
             # Runs until terminated (SIGTERM, or SIGINT from Dagster's terminate); an
             # interruption Dagster raises instead also stops it cleanly, in its `finally`.
@@ -332,10 +340,45 @@ def _follow_op(
                 groups=groups,
                 local_slots=spark.local_slots(),
             )
-            follower.run(stop, signals.keep)
+
+            def on_loop() -> None:
+                signals.keep()
+                aged.check()
+
+            follower.run(stop, on_loop)
+        if aged.reached and signals.received is None:
+            add_run_tags(context.instance, context.run_id, {HANDED_OVER_TAG: "true"})
+            context.log.info(
+                f"{flow.name}: the follower stopped cleanly at its maximum age "
+                f"({aged.seconds} s, mm2assets.follower.max.age.seconds): the replication "
+                "driver starts the next run at its next tick"
+            )
+            return
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
 
     return follow
+
+
+class MaxAge:
+    """Sets `stop` once the follower has run `seconds` (0: never), checked on every turn of
+    its loop."""
+
+    def __init__(self, seconds: int, stop: threading.Event) -> None:
+        self.seconds = seconds
+        self.stop = stop
+        self.deadline = time.monotonic() + seconds if seconds > 0 else None
+        self.reached = False
+
+    def check(self) -> None:
+        """Stop the follower when its maximum age has come."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.reached = True
+            self.stop.set()
+
+
+def handed_over(run: dg.DagsterRun) -> bool:
+    """Whether `run` is a follower run that ended at its maximum age for the next to take over."""
+    return run.tags.get(HANDED_OVER_TAG) == "true" and run.status == dg.DagsterRunStatus.SUCCESS
 
 
 def follower_alive(tags: dict[str, str]) -> bool | None:
@@ -385,7 +428,12 @@ def follower_request(
         return None, (
             f"restarting the follower in {retry_at - now:.0f}s ({streak.failures} failed in a row)"
         )
-    trigger = "restart" if streak.failures else "start"
+    if streak.failures:
+        trigger = "restart"
+    elif records and handed_over(records[0].dagster_run):
+        trigger = "hand-over"
+    else:
+        trigger = "start"
     return dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger)), (
         f"{trigger}ing the follower"
     )
