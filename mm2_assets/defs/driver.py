@@ -19,7 +19,7 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    (`sync.group.offsets.interval.seconds`) together in one small run, and `topic_configs`
    over every topic partition (`sync.topic.configs.interval.seconds`).
 
-3. deletes the flow's ended runs past `mm2assets.runs.retention.hours`, with their events
+3. deletes the flow's ended runs past `mm2assets.runs.retention.seconds`, with their events
    and compute logs (`defs.run_retention`, at most 20 a tick).
 
 A tick with nothing to do requests nothing, so no run and no Spark session starts.
@@ -201,7 +201,7 @@ class DriverTick:
             self.run_requests.append(request)
 
     def expire_runs(self) -> None:
-        """3. The flow's ended runs past `mm2assets.runs.retention.hours`, deleted
+        """3. The flow's ended runs past `mm2assets.runs.retention.seconds`, deleted
         (`defs.run_retention`)."""
         try:
             deleted = delete_expired_runs(self.context.instance, self.flow, self.now)

@@ -4,7 +4,7 @@ Dagster keeps every run and its events until the run is deleted (its open-source
 no run retention of its own). A flow's sensors request runs without end: a follower every
 `mm2assets.follower.max.age.seconds`, and in batch mode a pass or an interval run every few
 ticks. The replication driver deletes the ones that ended more than
-`mm2assets.runs.retention.hours` ago, a bounded number per tick: the run, its event log (the
+`mm2assets.runs.retention.seconds` ago, a bounded number per tick: the run, its event log (the
 asset materializations it recorded go with it, so an asset's history reaches back that far)
 and its compute logs. Runs launched by hand (no `mm2-assets/flow` tag) are the user's to keep.
 """
@@ -29,10 +29,10 @@ def delete_expired_runs(
 ) -> list[str]:
     """Delete up to `limit` of `flow`'s sensor-requested runs that ended more than the
     retention ago (oldest first); their ids."""
-    hours = flow.mm2assets_runs_retention_hours
-    if hours <= 0:
+    seconds = flow.mm2assets_runs_retention_seconds
+    if seconds <= 0:
         return []
-    before = datetime.fromtimestamp(now - hours * 3600, tz=UTC)
+    before = datetime.fromtimestamp(now - seconds, tz=UTC)
     records = instance.get_run_records(
         dg.RunsFilter(tags={FLOW_TAG: flow.key}, statuses=ENDED, updated_before=before),
         limit=limit,

@@ -396,16 +396,16 @@ class FlowSettings:
         "A follower run this old stops cleanly and the driver starts a fresh one at its next "
         "tick (fenced by the writer lease, resuming at the committed progress): Dagster keeps "
         "a run's events until the run is deleted, so a flow's history is kept in day-sized "
-        "runs that `mm2assets.runs.retention.hours` can remove (seconds; 0: never).",
+        "runs that `mm2assets.runs.retention.seconds` can remove (seconds; 0: never).",
         blank_is_default=True,
     )
-    mm2assets_runs_retention_hours: int = flow_setting(
-        "mm2assets.runs.retention.hours",
+    mm2assets_runs_retention_seconds: int = flow_setting(
+        "mm2assets.runs.retention.seconds",
         at_least(0),
-        "168",
+        "604800",
         "Ended runs of the flow that its sensors requested (followers, passes, interval work) "
         "are deleted with their events and compute logs this long after they ended, by the "
-        "replication driver (hours; 0: kept forever).",
+        "replication driver (seconds, default 7 days; 0: kept forever).",
         blank_is_default=True,
     )
     mm2assets_writer_lease_timeout_ms: int = flow_setting(

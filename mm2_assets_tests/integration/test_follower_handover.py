@@ -47,7 +47,7 @@ def test_a_follower_hands_over_to_a_fresh_run_and_ended_runs_expire(
         prefix,
         "mm2assets.driver.interval.seconds = 1\n"
         f"mm2assets.follower.max.age.seconds = {MAX_AGE_S}\n"
-        "mm2assets.runs.retention.hours = 1\n",
+        "mm2assets.runs.retention.seconds = 3600\n",
     )
     flow = load_checked_config(config).flows[0]
     defs = build_definitions(load_checked_config(config))

@@ -33,7 +33,7 @@ def run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
 
 
 def test_a_flows_ended_runs_are_deleted_with_their_events_after_the_retention() -> None:
-    f = flow("mm2assets.runs.retention.hours = 2\n")
+    f = flow("mm2assets.runs.retention.seconds = 7200\n")
     instance = dg.DagsterInstance.ephemeral()
     ours = [run(instance, {FLOW_TAG: f.key}) for _ in range(3)]
     other_flow = run(instance, {FLOW_TAG: "elsewhere"})
@@ -48,7 +48,7 @@ def test_a_flows_ended_runs_are_deleted_with_their_events_after_the_retention() 
 
 
 def test_zero_retention_keeps_every_run() -> None:
-    f = flow("mm2assets.runs.retention.hours = 0\n")
+    f = flow("mm2assets.runs.retention.seconds = 0\n")
     instance = dg.DagsterInstance.ephemeral()
     kept = run(instance, {FLOW_TAG: f.key})
     assert delete_expired_runs(instance, f, time.time() + 10**9) == []
