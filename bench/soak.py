@@ -69,8 +69,18 @@ How each figure is measured:
 - "within 10 %" is read as "the last bucket at most 10 % above the first": a soak looks for
   growth.
 
+Long mode (`--long`, issue 46): time compressed for storage. Follower runs hand over every
+`LONG_MAX_AGE_S` and the flow's ended runs are deleted `LONG_RETENTION_S` after they end
+(`mm2assets.follower.max.age.seconds`, `mm2assets.runs.retention.seconds`; a day and a week
+by default): within the hour the storage reaches the steady state a deployment reaches after a
+week. Each bucket then also reports what DAGSTER_HOME holds at its end, by part (the run
+database, each run's event log, the index of asset events, compute logs, the alert outbox),
+and the runs kept; the goal is a flat total once retention applies (the last bucket's end
+within 1.10x the end of the first bucket that starts after one maximum age plus the
+retention), with 0 lost and 0 duplicated through every hand-over.
+
 Usage: `.venv/bin/python bench/soak.py [--minutes 60] [--warmup-minutes 5] [--rate 2000]
-[--churn-minutes 10] [--prefill-syncs 5000000] [--out DIR]`; `--render JSON` writes soak.md
+[--churn-minutes 10] [--prefill-syncs 5000000] [--long] [--out DIR]`; `--render JSON` writes soak.md
 again from a run's soak.json. Results: `bench/results/soak.{json,md}`. A full run takes the
 set-up (clusters, pre-fill, Dagster and Spark start: a few minutes) + warm-up + soak + the
 drain and stop (about a minute): ~75 minutes with the defaults.
@@ -152,6 +162,10 @@ them; checked against `OffsetSync.record_value` before use."""
 ISSUE = {"minutes": 60, "rate": 2000, "churn_minutes": 10, "prefill_syncs": 5_000_000}
 """The issue's parameters: a run below them is a smoke run, not a verdict."""
 GOAL_RATIO = 1.10
+LONG_MAX_AGE_S = 300
+"""`--long`: a follower run's maximum age (a day by default)."""
+LONG_RETENTION_S = 600
+"""`--long`: how long an ended run is kept (a week by default)."""
 
 
 def soak_properties(source: str, target: str, extra: list[str]) -> str:
@@ -678,14 +692,35 @@ class EventLog:
             return None
         return self.count
 
-    def storage_bytes(self) -> int:
-        """Bytes of every file under DAGSTER_HOME (SQLite databases, compute logs)."""
-        total = 0
+    def storage_parts(self) -> dict[str, float]:
+        """MB of the files under DAGSTER_HOME by part: the first folder (`storage`: compute
+        logs, `schedules`, `mm2-assets`: the alert outbox), `history` by its own parts (the
+        run database, each run's event log `history/runs/<id>.db`, the asset index)."""
+        parts: dict[str, float] = {}
         for path in self.home.rglob("*"):
             with contextlib.suppress(OSError):
-                if path.is_file():
-                    total += path.stat().st_size
-        return total
+                if not path.is_file():
+                    continue
+                rel = path.relative_to(self.home).parts
+                if rel[0] == "history" and len(rel) > 2 and rel[1] == "runs":
+                    part = (
+                        "history/runs/index.db"
+                        if rel[2].startswith("index")
+                        else "history/runs/<run>.db"
+                    )
+                elif len(rel) > 1:
+                    part = rel[0]
+                else:
+                    part = "(top)"
+                parts[part] = parts.get(part, 0.0) + path.stat().st_size / 1e6
+        return dict(sorted(parts.items()))
+
+    def run_count(self) -> int | None:
+        """Runs the instance holds now."""
+        try:
+            return len(self.instance.get_runs())
+        except Exception:
+            return None
 
 
 def _alive(pid: int) -> bool:
@@ -972,6 +1007,9 @@ def bucket_row(
         "bench_cpu_cores": rate_of(window, "bench_cpu_s"),
         "events_per_min": rate_of(window, "events", 60),
         "storage_mb_per_min": rate_of(window, "storage_mb", 60),
+        "storage_mb_end": window[-1].get("storage_mb") if window else None,
+        "storage_parts_mb_end": window[-1].get("storage_parts_mb") if window else None,
+        "runs_end": window[-1].get("runs") if window else None,
         "loadavg_1m": statistics.fmean([s["loadavg_1m"] for s in window]) if window else None,
         "machine_busy_cores": rate_of(window, "machine_busy_s"),
         "steal_cores": rate_of(window, "steal_s"),
@@ -1004,6 +1042,30 @@ GOAL_FIGURES = [
     ("cpu_cores", "CPU cores"),
     ("events_per_min", "event log growth, events/min"),
 ]
+
+
+def storage_table(buckets: list[dict]) -> list[str]:
+    """What DAGSTER_HOME holds at each bucket's end, by part, and the runs kept (soaks that
+    sampled it)."""
+    if not any(b.get("storage_parts_mb_end") for b in buckets):
+        return []
+    parts = sorted({k for b in buckets for k in (b.get("storage_parts_mb_end") or {})})
+    lines = [
+        "",
+        "DAGSTER_HOME at each bucket's end, MB by part, and the runs the instance holds:",
+        "",
+        "| minutes | total | " + " | ".join(parts) + " | runs |",
+        "|---|---|" + "---|" * len(parts) + "---|",
+    ]
+    for b in buckets:
+        held = b.get("storage_parts_mb_end") or {}
+        lines.append(
+            f"| {b['bucket']} {b['from_min']:g}-{b['to_min']:g} "
+            f"| {fmt(b.get('storage_mb_end'), '.1f')} | "
+            + " | ".join(fmt(held.get(k), ".1f") for k in parts)
+            + f" | {b.get('runs_end', '-')} |"
+        )
+    return lines
 
 
 def rss_table(buckets: list[dict]) -> list[str]:
@@ -1192,11 +1254,12 @@ def markdown(report: dict) -> str:
             f"| {fmt(b['events_per_min'], '.1f')} ({fmt(b['storage_mb_per_min'], '.3f')}) "
             f"| {fmt(b['loadavg_1m'])} |"
         )
+    lines += storage_table([*report.get("warmup", []), *report["buckets"]])
     lines += rss_table([*report.get("warmup", []), *report["buckets"]])
     lines += machine_table([*report.get("warmup", []), *report["buckets"]])
     lines += [
         "",
-        "## Goals (issue 24)",
+        "## Goals (issue 24; issue 46's with --long)",
         "",
         "| goal | measured | |",
         "|---|---|---|",
@@ -1366,6 +1429,7 @@ def sample(
     """One sample of what the module docstring lists."""
     by_role = tree_rss_by_role(daemon_pid)
     machine = machine_counters()
+    parts = events.storage_parts() if events is not None else None
     brokers = {}
     for alias, cluster in clusters.items():
         for key, value in log_dir_counters(Path(cluster.data_dir) / "data").items():
@@ -1379,7 +1443,9 @@ def sample(
         "brokers_cpu_s": brokers_cpu.seconds,
         "bench_cpu_s": process_cpu_seconds(os.getpid()),
         "events": events.sample() if events is not None else None,
-        "storage_mb": events.storage_bytes() / 1e6 if events is not None else None,
+        "storage_mb": sum(parts.values()) if parts is not None else None,
+        "storage_parts_mb": parts,
+        "runs": events.run_count() if events is not None else None,
         "loadavg_1m": os.getloadavg()[0],
         "machine_busy_s": machine["busy_s"],
         "steal_s": machine["steal_s"],
@@ -1435,7 +1501,15 @@ def soak(args: argparse.Namespace, report: dict) -> None:
         source = clusters[SOURCE].bootstrap_servers
         target = clusters[TARGET].bootstrap_servers
         config = work / "mm2.properties"
-        config.write_text(soak_properties(source, target, args.property))
+        long_mode = (
+            [
+                f"mm2assets.follower.max.age.seconds = {LONG_MAX_AGE_S}",
+                f"mm2assets.runs.retention.seconds = {LONG_RETENTION_S}",
+            ]
+            if args.long
+            else []
+        )
+        config.write_text(soak_properties(source, target, [*long_mode, *args.property]))
         report["config"] = config.read_text()
         flow = load_checked_config(config).flows[0]
         base = [f"soak-{i}" for i in range(BASE_TOPICS)]
@@ -1592,6 +1666,39 @@ def soak(args: argparse.Namespace, report: dict) -> None:
         for i, (a, b) in enumerate(itertools.pairwise(edges))
     ]
     report["verdicts"] = verdicts(report)
+    if args.long:
+        report["verdicts"] += storage_verdicts(report)
+
+
+def storage_verdicts(report: dict) -> list[dict]:
+    """`--long`'s goals: storage flat once retention applies, and its cost per day."""
+    settle_min = (LONG_MAX_AGE_S + LONG_RETENTION_S) / 60
+    buckets = report["buckets"]
+    settled = [b for b in buckets if b["from_min"] >= settle_min + buckets[0]["from_min"]]
+    out = []
+    if settled and settled[0] is not buckets[-1]:
+        a, b = settled[0]["storage_mb_end"], buckets[-1]["storage_mb_end"]
+        ratio = b / a if a and b is not None else None
+        out.append(
+            {
+                "goal": f"DAGSTER_HOME flat once retention applies: the last bucket's end ≤ "
+                f"{GOAL_RATIO:.2f}x the end of {settled[0]['bucket']} (the first bucket "
+                f"{settle_min:g} min into the soak)",
+                "measured": f"{fmt(a, '.1f')} → {fmt(b, '.1f')} MB ({fmt(ratio, '.2f')}x)",
+                "met": None if ratio is None else ratio <= GOAL_RATIO,
+            }
+        )
+    first = buckets[0].get("storage_mb_per_min")
+    day = first * 1440 if first is not None else None
+    out.append(
+        {
+            "goal": "written to DAGSTER_HOME per day at the soak's workload ≤ 50 MB "
+            "(the first bucket's growth, before any run was deleted, x 1,440)",
+            "measured": f"{fmt(day, '.0f')} MB a day",
+            "met": None if day is None else day <= 50,
+        }
+    )
+    return out
 
 
 def main() -> int:
@@ -1615,6 +1722,12 @@ def main() -> int:
         default=[],
         metavar="KEY=VALUE",
         help="an extra mm2.properties line (repeatable; experiments)",
+    )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help=f"compressed time for storage: follower runs hand over every {LONG_MAX_AGE_S} s, "
+        f"ended runs are deleted {LONG_RETENTION_S} s after they end (see the docstring)",
     )
     parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
