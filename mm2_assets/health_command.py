@@ -1,13 +1,14 @@
 """`mm2-assets health`: the dead man's switch, for a monitor outside the Dagster daemon.
 
-For every enabled flow it reads, from the flow's alert directory (`defs.alerts.outbox`), when
-whatever raises the flow's alerts last ticked (`defs.alerts.liveness`: the driver sensor, or
-`mm2-assets follow`) and what waits for delivery. Exit 0 when every flow's alerting is alive
-and delivers; 1 when one is silent for longer than three of its intervals plus a minute (the
-daemon or the follower stopped, its sensors turned off), never ticked, or has an alert waiting
-longer than that bound (its sink refuses it). Run it from cron, a systemd timer or a
-Kubernetes probe on the daemon's host (it reads files beside `$DAGSTER_HOME`; no cluster, no
-Dagster process is asked).
+For every enabled flow, and every pair that only emits heartbeats once something ticked for
+it (under Dagster each has a driver of its own, raising alerts about its clusters), it reads,
+from the flow's alert directory (`defs.alerts.outbox`), when whatever raises the flow's alerts
+last ticked (`defs.alerts.liveness`: the driver sensor, or `mm2-assets follow`) and what waits
+for delivery. Exit 0 when every flow's alerting is alive and delivers; 1 when one is silent
+for longer than three of its intervals plus a minute (the daemon or the follower stopped, its
+sensors turned off), never ticked, or has an alert waiting longer than that bound (its sink
+refuses it). Run it from cron, a systemd timer or a Kubernetes probe on the daemon's host (it
+reads files beside `$DAGSTER_HOME`; no cluster, no Dagster process is asked).
 """
 
 from __future__ import annotations
@@ -76,9 +77,16 @@ def flow_health(flow: FlowConfig, now: float | None = None) -> FlowHealth:
 
 
 def run_health(config: Path, *, as_json: bool) -> int:
-    """Print every enabled flow's health; 0 when all are healthy, 1 otherwise."""
-    flows = load_mm2_config(config).flows
-    report = [flow_health(flow) for flow in flows]
+    """Print every enabled flow's health (and the heartbeat pairs' that ticked); 0 when all
+    are healthy, 1 otherwise."""
+    config_file = load_mm2_config(config)
+    enabled = {flow.name for flow in config_file.flows}
+    pairs = [
+        flow
+        for flow in config_file.heartbeat_flows
+        if flow.name not in enabled and read_alive(flow) is not None
+    ]
+    report = [flow_health(flow) for flow in (*config_file.flows, *pairs)]
     if as_json:
         print(json.dumps([asdict(h) for h in report], indent=2))
     for health in [] if as_json else report:

@@ -5,7 +5,20 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from typing import Any
+
+from mm2_assets.mm2.alerting import Alert, AlertSink
+
+
+class HangingSink(AlertSink):
+    """A sink whose every `send` hangs for a minute and then fails (a receiver that accepts
+    the connection and never answers): loaded by class path in the code server."""
+
+    def send(self, alert: Alert) -> None:
+        """Hang, then fail."""
+        time.sleep(60)
+        raise TimeoutError("no answer")
 
 
 class Webhook:

@@ -12,6 +12,7 @@ restart.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -31,6 +32,7 @@ from confluent_kafka.admin import (
     NewPartitions,
 )
 
+from mm2_assets.defs.alerts.outbox import AlertOutbox
 from mm2_assets.mm2.config import CONFIG_ENV
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.dagster_dev import DagsterDev
@@ -60,6 +62,8 @@ WORK_FAILING_S = 10
 """`mm2assets.alert.work.failing.seconds` of the flow under test."""
 RETRY_MAX_S = 5
 """`mm2assets.alert.retry.max.seconds` of the flow under test."""
+HUNG_FLOW = "backup->primary"
+"""The heartbeat pair whose alert sink hangs."""
 
 
 @dataclass
@@ -98,7 +102,11 @@ def operator(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         f"mm2assets.checks.interval.seconds = {DRIVER_S}\n"
         f"mm2assets.alert.webhook.url = {webhook.url}\n"
         f"mm2assets.alert.work.failing.seconds = {WORK_FAILING_S}\n"
-        f"mm2assets.alert.retry.max.seconds = {RETRY_MAX_S}\n",
+        f"mm2assets.alert.retry.max.seconds = {RETRY_MAX_S}\n"
+        # The heartbeat pair backup->primary is a flow of its own, alerting about the same
+        # clusters: its sink hangs, and holds back none of primary->backup's alerts.
+        f"{HUNG_FLOW}.mm2assets.alert.sink.class = mm2_assets_tests.alert_helpers.HangingSink\n"
+        f"{HUNG_FLOW}.mm2assets.plugin.timeout.seconds = 5\n",
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -167,6 +175,13 @@ def test_an_outage_of_either_cluster_alerts_while_it_lasts_and_once_when_over(
         for alias in ("backup", "primary"):
             _outage(pair, alias, webhook, server)
     assert_exactly_once(pair.bootstrap("primary"), pair.bootstrap("backup"), topic, 240)
+    # The heartbeat pair saw the same outages: its hung sink took none of its alerts (none
+    # reached the webhook), which wait in its own outbox, while the flow's arrived on time.
+    assert not [a for a in webhook.received if a["flow"] == HUNG_FLOW], webhook.kinds()
+    hung = AlertOutbox(
+        operator.home / "mm2-assets" / "alerts" / "backup_to_primary", max_alerts=1000, retry_cap=60
+    )
+    assert {a.kind for a in hung.pending()} >= {"cluster_unreachable"}, hung.status()
 
 
 def test_an_alert_raised_while_the_webhook_is_down_arrives_once_when_it_is_back(
@@ -290,24 +305,30 @@ def test_the_health_command_says_when_the_daemon_stopped(operator: Operator) -> 
     driver ticks; `dagster dev` stopped, exit 1 naming the flow within its stated bound
     (three driver intervals plus a minute). Last in the module: it stops the server."""
     env = {**os.environ, "DAGSTER_HOME": str(operator.home)}
-    command = [str(Path(sys.executable).parent / "mm2-assets"), "health", "--config"]
+    command = [str(Path(sys.executable).parent / "mm2-assets"), "health", "--json", "--config"]
     command.append(str(operator.config))
 
-    def health() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    def health() -> dict[str, dict]:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        report = {h["flow"]: h for h in json.loads(done.stdout)}
+        # Exit 1 exactly when some flow is failing.
+        assert done.returncode == (0 if all(h["healthy"] for h in report.values()) else 1)
+        return report
 
-    wait_for("health to pass", lambda: health().returncode == 0, 2 * DRIVER_S + 30,
-             state=lambda: health().stdout)  # fmt: skip
-    assert "primary->backup: ok: the replication driver sensor ticked" in health().stdout
+    wait_for("the flow to be healthy", lambda: health()["primary->backup"]["healthy"],
+             2 * DRIVER_S + 30, state=lambda: health())  # fmt: skip
+    # The heartbeat pair's driver ticks, but its sink hung on the outages' alerts long ago.
+    hung = health()[HUNG_FLOW]
+    assert not hung["healthy"] and hung["alerts_waiting"] >= 1, hung
+    assert "undelivered" in hung["problems"][0], hung
     assert operator.server.stop() == {}
     stopped = time.monotonic()
     bound = 3 * DRIVER_S + 60
-    wait_for("health to fail", lambda: health().returncode == 1, bound + 10,
-             state=lambda: health().stdout)  # fmt: skip
+    wait_for("health to fail", lambda: not health()["primary->backup"]["healthy"], bound + 10,
+             state=lambda: health())  # fmt: skip
     took = time.monotonic() - stopped
-    report = health()
-    assert "primary->backup: FAILING" in report.stdout, report.stdout
-    assert "is the Dagster daemon (or `mm2-assets follow`) running?" in report.stdout
+    [problem] = health()["primary->backup"]["problems"]
+    assert "is the Dagster daemon (or `mm2-assets follow`) running?" in problem, problem
     assert took <= bound + 10, took
     print(f"health: failing {took:.0f} s after the daemon stopped (bound {bound} s)")
 
