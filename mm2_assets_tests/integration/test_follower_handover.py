@@ -18,11 +18,13 @@ from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.replication.follower import HANDED_OVER_TAG
 from mm2_assets.defs.run_retention import delete_expired_runs
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.config import FlowConfig
 from mm2_assets_tests.integration.test_follower import (
     driver_tick,
     follower_config,
     launch_run,
     stop_group,
+    wait_for,
 )
 from mm2_assets_tests.integration.test_one_writer import (
     PARTITIONS,
@@ -34,6 +36,31 @@ from mm2_assets_tests.kafka_helpers import create_topic, unique
 pytestmark = pytest.mark.integration
 
 MAX_AGE_S = 25
+
+
+def _successor_request(
+    defs: dg.Definitions, instance: dg.DagsterInstance, flow: FlowConfig
+) -> dg.RunRequest:
+    """The driver's first run request, ticking until one comes (the follower's maximum age)."""
+    requests: list[dg.RunRequest] = []
+
+    def requested() -> bool:
+        requests.extend(driver_tick(defs, instance, flow).run_requests)
+        return bool(requests)
+
+    wait_for("the successor's request", requested, MAX_AGE_S + 150)
+    [request] = requests
+    return request
+
+
+def _wait_recorded(instance: dg.DagsterInstance, job: str, count: int) -> None:
+    """Until `count` runs of `job` are recorded (the daemon records a run when it requests it;
+    `dagster job execute` only once its process has started)."""
+    wait_for(
+        f"{count} run(s) of {job} recorded",
+        lambda: len(instance.get_runs(dg.RunsFilter(job_name=job))) >= count,
+        60,
+    )
 
 
 def test_a_follower_hands_over_to_a_fresh_run_and_ended_runs_expire(
@@ -57,18 +84,23 @@ def test_a_follower_hands_over_to_a_fresh_run_and_ended_runs_expire(
     runs = []
     try:
         with Writing(primary, topic, rate=300):
-            for number in (1, 2):
-                [request] = driver_tick(defs, instance, flow).run_requests
-                trigger = request.tags["mm2-assets/trigger"]
-                assert trigger == ("start" if number == 1 else "hand-over"), request.tags
-                log = tmp_path / f"run{number}.log"
-                runs.append(launch_run(request, config, home, log))
-                # It stops by itself at its maximum age (the start-up comes first).
-                runs[-1].wait(MAX_AGE_S + 150)
-                assert runs[-1].returncode == 0, log.read_text()[-3000:]
-            # The driver starts the third at its next tick; it copies the rest.
             [request] = driver_tick(defs, instance, flow).run_requests
-            runs.append(launch_run(request, config, home, tmp_path / "run3.log"))
+            assert request.tags["mm2-assets/trigger"] == "start"
+            runs.append(launch_run(request, config, home, tmp_path / "run1.log"))
+            _wait_recorded(instance, request.job_name, 1)
+            for number in (2, 3):
+                # At its maximum age the driver requests the successor while the old run
+                # still copies; the old one stops once it sees it, the new one takes over.
+                request = _successor_request(defs, instance, flow)
+                assert request.tags["mm2-assets/trigger"] == "hand-over", request.tags
+                assert runs[-1].poll() is None  # the old run copies until then
+                runs.append(launch_run(request, config, home, tmp_path / f"run{number}.log"))
+                _wait_recorded(instance, request.job_name, number)
+                runs[-2].wait(120)
+                old_log = tmp_path / f"run{number - 1}.log"
+                assert runs[-2].returncode == 0, old_log.read_text()[-3000:]
+                # No second successor while the first one starts.
+                assert driver_tick(defs, instance, flow).run_requests == []
         assert_exactly_once(primary, backup, topic, 240)
     finally:
         for run in runs:

@@ -55,14 +55,25 @@ def test_zero_retention_keeps_every_run() -> None:
     assert instance.get_run_by_id(kept) is not None
 
 
-def test_max_age_stops_the_follower_once_it_has_come() -> None:
+def test_max_age_stops_the_follower_once_its_successor_waits() -> None:
     stop = threading.Event()
-    aged = MaxAge(1, stop)
+    successor = {"waiting": False, "asked": 0}
+
+    def waiting() -> bool:
+        successor["asked"] += 1
+        return successor["waiting"]
+
+    aged = MaxAge(1, stop, waiting)
     aged.check()
-    assert not stop.is_set() and not aged.reached
+    assert successor["asked"] == 0  # younger than its maximum age: nobody asked
     aged.deadline = time.monotonic() - 0.01  # a second later
     aged.check()
+    aged.check()  # asked at most every SUCCESSOR_POLL_S
+    assert successor["asked"] == 1 and not stop.is_set()  # no successor yet: it copies on
+    successor["waiting"] = True
+    aged._next_poll = 0.0  # the poll interval has passed
+    aged.check()
     assert stop.is_set() and aged.reached
-    never = MaxAge(0, threading.Event())
+    never = MaxAge(0, threading.Event(), waiting)
     never.check()
-    assert not never.reached and not never.stop.is_set()
+    assert not never.reached and successor["asked"] == 2

@@ -16,10 +16,12 @@ does shows up on the flow's assets as it happens:
 The op records its process id and host as run tags, so the replication driver can tell a
 follower that died without a word (SIGKILL, OOM) from one that runs, and restart it.
 
-A follower run `mm2assets.follower.max.age.seconds` old stops cleanly (tag
-`mm2-assets/handed-over`) and the driver starts the next at its next tick: the copy resumes
-at the committed progress under a new writer lease, and the flow's history is kept in runs of
-a bounded size that retention can delete (`defs.run_retention`).
+A follower run `mm2assets.follower.max.age.seconds` old hands over: the driver requests its
+successor (trigger `hand-over`), and the old run, once it sees the successor queued or
+starting, stops cleanly (tag `mm2-assets/handed-over`), freeing the flow's pool slot; the
+successor takes the writer lease and resumes at the committed progress. A follower whose
+successor never comes (the daemon is down) keeps copying. The flow's history is so kept in runs
+of a bounded size that retention can delete (`defs.run_retention`).
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's context and resource types.
@@ -29,6 +31,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -60,6 +63,7 @@ from mm2_assets.defs.run_requests import (
     FLOW_TAG,
     IN_PROGRESS,
     WORK_FOLLOW,
+    WORK_TAG,
     run_tags,
     streak_before,
     work_history,
@@ -321,7 +325,11 @@ def _follow_op(
         )
         reporter = DagsterFollowerReporter(context, flow, keys, partitions)
         stop = threading.Event()
-        aged = MaxAge(flow.mm2assets_follower_max_age_seconds, stop)
+        aged = MaxAge(
+            flow.mm2assets_follower_max_age_seconds,
+            stop,
+            lambda: successor_waiting(context.instance, flow, context.run_id),
+        )
         with StopOnSignals(stop) as signals:
             # Runs until terminated (SIGTERM, or SIGINT from Dagster's terminate); an
             # interruption Dagster raises instead also stops it cleanly, in its `finally`.
@@ -350,8 +358,7 @@ def _follow_op(
             add_run_tags(context.instance, context.run_id, {HANDED_OVER_TAG: "true"})
             context.log.info(
                 f"{flow.name}: the follower stopped cleanly at its maximum age "
-                f"({aged.seconds} s, mm2assets.follower.max.age.seconds): the replication "
-                "driver starts the next run at its next tick"
+                f"({aged.seconds} s, mm2assets.follower.max.age.seconds), for its successor"
             )
             return
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
@@ -360,20 +367,43 @@ def _follow_op(
 
 
 class MaxAge:
-    """Sets `stop` once the follower has run `seconds` (0: never), checked on every turn of
-    its loop."""
+    """Sets `stop` once the follower has run `seconds` (0: never) and `successor()` says the
+    run to take over is on its way; checked on every turn of the follower's loop, the
+    successor asked at most every `SUCCESSOR_POLL_S`."""
 
-    def __init__(self, seconds: int, stop: threading.Event) -> None:
+    SUCCESSOR_POLL_S = 2.0
+
+    def __init__(self, seconds: int, stop: threading.Event, successor: Callable[[], bool]) -> None:
         self.seconds = seconds
         self.stop = stop
+        self.successor = successor
         self.deadline = time.monotonic() + seconds if seconds > 0 else None
         self.reached = False
+        self._next_poll = 0.0
 
     def check(self) -> None:
-        """Stop the follower when its maximum age has come."""
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        """Stop the follower when its maximum age has come and its successor waits."""
+        now = time.monotonic()
+        if self.deadline is None or now < self.deadline or now < self._next_poll:
+            return
+        self._next_poll = now + self.SUCCESSOR_POLL_S
+        try:
+            waiting = self.successor()
+        except Exception:  # storage busy: ask again on the next poll
+            return
+        if waiting:
             self.reached = True
             self.stop.set()
+
+
+def successor_waiting(instance: dg.DagsterInstance, flow: FlowConfig, run_id: str) -> bool:
+    """Whether another follower run of `flow` than `run_id` is queued or starting (the
+    successor the driver requested for a hand-over)."""
+    runs = instance.get_runs(
+        dg.RunsFilter(tags={FLOW_TAG: flow.key, WORK_TAG: WORK_FOLLOW}, statuses=IN_PROGRESS),
+        limit=5,
+    )
+    return any(run.run_id != run_id for run in runs)
 
 
 def handed_over(run: dg.DagsterRun) -> bool:
@@ -408,6 +438,7 @@ def follower_request(
     """
     records = work_history(instance, flow, WORK_FOLLOW)
     gone: set[str] = set()
+    in_flight: list[dg.RunRecord] = []
     for record in records:
         run = record.dagster_run
         if run.status not in IN_PROGRESS:
@@ -419,6 +450,17 @@ def follower_request(
             free_pool_slots(instance, run.run_id)
             gone.add(run.run_id)
             continue
+        in_flight.append(record)
+    if in_flight:
+        record = in_flight[0]
+        run = record.dagster_run
+        age = now - (record.start_time or now)
+        max_age = flow.mm2assets_follower_max_age_seconds
+        if len(in_flight) == 1 and run.status == dg.DagsterRunStatus.STARTED and 0 < max_age <= age:
+            # Its successor first: the old run stops when it sees it (`MaxAge`).
+            tags = run_tags(flow, WORK_FOLLOW, "hand-over")
+            note = f"the follower run {run.run_id[:8]} is {age:.0f} s old: requesting its successor"
+            return dg.RunRequest(job_name=job_name, tags=tags), note
         return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
     streak = streak_before(
         records, stable_seconds=flow.mm2assets_follower_stable_seconds, gone=gone, now=now
@@ -428,12 +470,7 @@ def follower_request(
         return None, (
             f"restarting the follower in {retry_at - now:.0f}s ({streak.failures} failed in a row)"
         )
-    if streak.failures:
-        trigger = "restart"
-    elif records and handed_over(records[0].dagster_run):
-        trigger = "hand-over"
-    else:
-        trigger = "start"
+    trigger = "restart" if streak.failures else "start"
     return dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger)), (
         f"{trigger}ing the follower"
     )
