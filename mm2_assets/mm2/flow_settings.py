@@ -393,10 +393,11 @@ class FlowSettings:
         "mm2assets.follower.max.age.seconds",
         at_least(0),
         "86400",
-        "A follower run this old stops cleanly and the driver starts a fresh one at its next "
-        "tick (fenced by the writer lease, resuming at the committed progress): Dagster keeps "
-        "a run's events until the run is deleted, so a flow's history is kept in day-sized "
-        "runs that `mm2assets.runs.retention.seconds` can remove (seconds; 0: never).",
+        "A follower run this old hands over: the driver requests its successor, and the old "
+        "run stops cleanly once it sees it queued (the successor takes the writer lease and "
+        "resumes at the committed progress). Dagster keeps a run's events until the run is "
+        "deleted, so a flow's history is kept in day-sized runs that "
+        "`mm2assets.runs.retention.seconds` can remove (seconds; 0: never).",
         blank_is_default=True,
     )
     mm2assets_runs_retention_seconds: int = flow_setting(
