@@ -66,9 +66,10 @@ class PrintingReporter(FollowerReporter):
             self._print(line.removeprefix(f"{self.flow.name}: "))
 
     def window(self, window: FollowerWindow) -> None:
-        mark_alive(
-            self.flow, "mm2-assets follow", self.flow.mm2assets_follower_report_interval_seconds
-        )
+        every = self.flow.mm2assets_follower_report_interval_seconds
+        stamp_error = mark_alive(self.flow, "mm2-assets follow", every)
+        if stamp_error:
+            self._print(stamp_error, error=True)
         seconds = max(window.ended_at - window.started_at, 1e-3)
         records = sum(p.records for p in window.partitions)
         lag = sum(p.lag for p in window.partitions)

@@ -28,8 +28,9 @@ class Webhook:
         self.received: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
         self.up = True
-        """While False, every POST is answered 503 (the receiver is down) and kept in
-        `refused`."""
+        """While False, every POST is answered `down_status` (503: the receiver is down) and
+        kept in `refused`."""
+        self.down_status = 503
         hook = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,7 +38,7 @@ class Webhook:
                 length = int(self.headers.get("Content-Length", 0))
                 alert = json.loads(self.rfile.read(length))
                 (hook.received if hook.up else hook.refused).append(alert)
-                self.send_response(204 if hook.up else 503)
+                self.send_response(204 if hook.up else hook.down_status)
                 self.end_headers()
 
             def log_message(self, *args: object) -> None:

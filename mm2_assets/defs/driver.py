@@ -86,11 +86,16 @@ def in_grace(
     next tick: a pause, not a stall)."""
     since = started
     if follow:
-        records = work_history(instance, flow, WORK_FOLLOW)[:1]
-        if records and records[0].start_time and not records[0].dagster_run.is_finished:
-            since = max(since, records[0].start_time)
-        elif records and records[0].end_time and handed_over(records[0].dagster_run):
-            since = max(since, records[0].end_time)
+        records = work_history(instance, flow, WORK_FOLLOW)[:3]
+        newest = records[0] if records else None
+        if newest is not None and not newest.dagster_run.is_finished:
+            # Not started yet (queued, starting): from its request, so one that never starts
+            # does not silence the lag and stall alerts for good.
+            since = max(since, newest.start_time or newest.create_timestamp.timestamp())
+        # The pause of a hand-over: from the old run's end to the successor's start.
+        ends = [r.end_time for r in records if r.end_time and handed_over(r.dagster_run)]
+        if ends:
+            since = max(since, max(ends))
     return now < since + flow.mm2assets_checks_grace_seconds
 
 
@@ -310,7 +315,9 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
         freshness=plan.freshness,
     )
     send_alerts(flow, watched.alerts, context.log)
-    mark_alive(flow, "the replication driver sensor", plan.tick)
+    stamp_error = mark_alive(flow, "the replication driver sensor", plan.tick)
+    if stamp_error:
+        tick.note(stamp_error)
     tick.notes.extend(f"{flow.name}: {note}" for note in watched.notes)
     if checks_due and watched.evaluations:
         tick.last["checks"] = now

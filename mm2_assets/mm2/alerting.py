@@ -22,6 +22,7 @@ __all__ = [
     "Alert",
     "AlertDeliveryError",
     "AlertKind",
+    "AlertRejectedError",
     "AlertSink",
     "IncidentEvent",
     "Severity",
@@ -167,7 +168,12 @@ def transition_alerts(
 
 
 class AlertDeliveryError(RuntimeError):
-    """A sink could not deliver an alert."""
+    """A sink could not deliver an alert (now: it is tried again later)."""
+
+
+class AlertRejectedError(AlertDeliveryError):
+    """The receiver refused this alert for good (say an HTTP 400): retrying cannot help, so
+    it is set aside and logged, and the alerts after it go on."""
 
 
 class AlertSink(ABC):

@@ -12,7 +12,7 @@ import pytest
 
 from mm2_assets.defs.alerts.outbox import AlertOutbox
 from mm2_assets.defs.alerts.sinks import send_alerts
-from mm2_assets.mm2.alerting import Alert, AlertSink
+from mm2_assets.mm2.alerting import Alert, AlertRejectedError, AlertSink
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 
 HERE = __name__
@@ -40,6 +40,16 @@ class RecordingSink(AlertSink):
     def send(self, alert: Alert) -> None:
         """Record."""
         time.sleep(0.02)
+        RECEIVED.setdefault(alert.flow, []).append(alert)
+
+
+class PickySink(AlertSink):
+    """Refuses for good every alert whose message starts with "bad", records the rest."""
+
+    def send(self, alert: Alert) -> None:
+        """Refuse, or record."""
+        if alert.message.startswith("bad"):
+            raise AlertRejectedError("HTTP 400 Bad Request")
         RECEIVED.setdefault(alert.flow, []).append(alert)
 
 
@@ -122,13 +132,12 @@ def test_incidents_keep_their_id_and_a_close_of_nothing_open_is_dropped(tmp_path
     send_alerts(f, [outage(f.name, "backup", up=False)])  # raised again: same incident
     send_alerts(f, [outage(f.name, "primary", up=False)])  # another subject: another incident
     send_alerts(f, [outage(f.name, "backup", up=True)])
-    send_alerts(f, [outage(f.name, "backup", up=True)])  # the close raised again: same id
+    send_alerts(f, [outage(f.name, "backup", up=True)])  # the close raised again: no news
     got = RECEIVED[f.name]
     assert [(a.message, a.event) for a in got] == [
         ("backup down", "open"),
         ("backup down", "open"),
         ("primary down", "open"),
-        ("backup up", "close"),
         ("backup up", "close"),
     ]
     backup = {a.incident_id for a in got if a.message.startswith("backup")}
@@ -185,3 +194,43 @@ def test_a_hung_sink_of_one_flow_holds_back_no_other_flow(tmp_path: Path) -> Non
         assert len(AlertOutbox.for_flow(hung).pending()) == 1
     finally:
         RELEASE.set()
+
+
+def notices(name: str, *messages: str) -> list[Alert]:
+    return [Alert(flow=name, kind="topics_changed", message=m) for m in messages]
+
+
+def test_an_alert_refused_for_good_or_unreadable_holds_back_no_later_alert(
+    tmp_path: Path,
+) -> None:
+    f = flow(tmp_path, "PickySink")
+    outbox = AlertOutbox.for_flow(f)
+    outbox.add(notices(f.name, "m1", "bad payload", "m2"))
+    (outbox.pending_dir / "000000000003.json").write_text("{not json")  # garbled on disk
+    outbox.add(notices(f.name, "m3"))
+    assert send_alerts(f, []) == []
+    assert [a.message for a in RECEIVED[f.name]] == ["m1", "m3"]
+    assert outbox.pending() == [] and outbox.status().failures == 0
+    # Set aside, not lost: both are in dead/ (and were logged whole).
+    assert sorted(p.name for p in (outbox.directory / "dead").iterdir()) == [
+        "000000000002.json",
+        "000000000003.json",
+    ]
+
+
+def test_a_backlog_is_sent_within_the_calls_time_budget(tmp_path: Path) -> None:
+    f = flow(tmp_path, "RecordingSink")  # 20 ms a send
+    outbox = AlertOutbox.for_flow(f)
+    outbox.add(notices(f.name, *(f"m{i}" for i in range(30))))
+    first = outbox.deliver(RecordingSink().send, budget=0.1)
+    assert 2 <= len(first.delivered) < 30 and first.error is None and "budget" in first.skipped
+    rest = outbox.deliver(RecordingSink().send)
+    assert [a.message for a in RECEIVED[f.name]] == [f"m{i}" for i in range(30)]
+    assert len(first.delivered) + len(rest.delivered) == 30
+
+
+def test_the_status_creates_nothing(tmp_path: Path) -> None:
+    f = flow(tmp_path / "never", "RecordingSink")
+    status = AlertOutbox.for_flow(f).status()
+    assert status.pending == 0 and status.open_incidents == {}
+    assert not (tmp_path / "never").exists()

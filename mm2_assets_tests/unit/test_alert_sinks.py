@@ -14,9 +14,10 @@ from mm2_assets.defs.alerts.sinks import (
     load_alert_sink,
     redact_url,
 )
-from mm2_assets.mm2.alerting import Alert, AlertDeliveryError, AlertSink
+from mm2_assets.mm2.alerting import Alert, AlertDeliveryError, AlertRejectedError, AlertSink
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
+from mm2_assets_tests.alert_helpers import Webhook
 
 BASE = """\
 clusters = primary, backup
@@ -161,3 +162,22 @@ def test_a_listener_failing_then_notified_again_opens_and_closes_one_incident() 
     assert tick("catalog down", failing=True) == []  # the retry failed too: still open
     assert tick(None, failing=True) == [("listener_recovered", "topics")]
     assert tick(None, failing=False) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "for_good"), [(400, True), (413, True), (429, False), (503, False)]
+)
+def test_a_webhook_refusal_for_good_is_told_from_a_receiver_down(
+    status: int, for_good: bool
+) -> None:
+    hook = Webhook()
+    try:
+        hook.up, hook.down_status = False, status
+        with pytest.raises(AlertDeliveryError) as failed:
+            WebhookAlertSink(hook.url, timeout=5).send(
+                Alert(flow="a->b", kind="run_failed", message="m")
+            )
+    finally:
+        hook.close()
+    assert isinstance(failed.value, AlertRejectedError) is for_good
+    assert f"HTTP {status}" in str(failed.value) and "s3cret" not in str(failed.value)

@@ -44,12 +44,18 @@ def stale_after(interval: float) -> float:
     return 3 * interval + STALE_SLACK_SECONDS
 
 
-def mark_alive(flow: FlowConfig, by: str, interval: float) -> None:
-    """Stamp that `by` (the driver, `mm2-assets follow`) ticked for `flow` now."""
+def mark_alive(flow: FlowConfig, by: str, interval: float) -> str | None:
+    """Stamp that `by` (the driver, `mm2-assets follow`) ticked for `flow` now; why it could
+    not (a full or read-only disk), None when it did. Never raises: the ticker goes on, and
+    `mm2-assets health` reports the stamp growing old."""
     directory = outbox_dir(flow)
-    directory.mkdir(parents=True, exist_ok=True)
     stamp = {"by": by, "at": time.time(), "interval": interval, "host": socket.gethostname()}
-    write_atomically(directory / STAMP, json.dumps(stamp))
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomically(directory / STAMP, json.dumps(stamp))
+    except OSError as exc:
+        return f"cannot stamp {directory / STAMP}: {exc}"
+    return None
 
 
 def read_alive(flow: FlowConfig) -> Alive | None:

@@ -11,13 +11,17 @@ restarts of the daemon or the follower; a receiver deduplicates on `alert_id` (o
 On disk, in `<mm2assets.alert.outbox.dir>/<flow key>/`:
 
 - `pending/<sequence>.json`: one file per queued alert, written whole before it is visible;
-- `state.json`: the next sequence number, the open incidents (key → id), the incidents
-  closed lately (so a close sent again keeps its id) and the delivery back-off;
+- `state.json`: the next sequence number, the open incidents (key → id) and the delivery
+  back-off;
+- `dead/`: alerts the receiver refused for good (`AlertRejectedError`, e.g. an HTTP 400) and
+  files that could not be read, moved aside so they hold back no later alert (each is logged);
 - `lock` (short: queueing and state updates) and `deliver.lock` (held by the one process
   delivering the flow's queue; another finds it taken and leaves the queue to it).
 
 Bounded: at most `mm2assets.alert.outbox.max.alerts` queued alerts per flow (the oldest are
-dropped past that, and the next alert delivered says how many), 200 closed incidents.
+dropped past that, and the next alert delivered says how many), as many in `dead/`; one
+delivery call sends for at most `SEND_BUDGET_SECONDS`, so a backlog never outlasts a tick.
+The directory is created readable by its owner only (a sink's error may name its endpoint).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import time
 import uuid
@@ -33,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mm2_assets.mm2.alerting import Alert, incident_of
+from mm2_assets.mm2.alerting import Alert, AlertRejectedError, incident_of
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig
 
@@ -47,8 +52,12 @@ __all__ = [
 
 RETRY_BASE_SECONDS = 5.0
 """The first back-off after a failed delivery; it doubles per failure in a row."""
-CLOSED_KEPT = 200
-"""Closed incidents remembered, so that a close raised twice keeps its incident id."""
+SEND_BUDGET_SECONDS = 10.0
+"""How long one delivery call goes on sending a backlog; the rest waits for the next call."""
+ERROR_CHARS = 500
+"""The longest delivery error kept in the state."""
+
+log = logging.getLogger("mm2_assets.alerts")
 
 
 def default_outbox_dir() -> Path:
@@ -126,7 +135,7 @@ class AlertOutbox:
     def _locked(self, name: str = "lock", *, wait: bool = True) -> Iterator[bool]:
         """Hold the flock `name` (between processes and threads alike: each call opens the
         file anew); yields False when `wait` is off and another holds it."""
-        self.pending_dir.mkdir(parents=True, exist_ok=True)
+        self.pending_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(self.directory / name, "a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -139,13 +148,19 @@ class AlertOutbox:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _state(self) -> dict[str, Any]:
+        path = self.directory / "state.json"
         try:
-            state = json.loads((self.directory / "state.json").read_text())
+            state = json.loads(path.read_text())
         except FileNotFoundError:
             state = {}
+        except ValueError:
+            # Written atomically, so only a hand or a broken disk garbles it: start again
+            # (the queued alerts are files of their own; sequences go on from theirs).
+            log.error(f"{path} is not JSON: starting the outbox state afresh")
+            files = self._files()
+            state = {"next_sequence": int(files[-1].stem) + 1 if files else 1}
         state.setdefault("next_sequence", 1)
         state.setdefault("open", {})
-        state.setdefault("closed", {})
         state.setdefault("failures", 0)
         state.setdefault("retry_at", 0.0)
         state.setdefault("last_error", None)
@@ -196,12 +211,9 @@ class AlertOutbox:
                 state["open"][key] = {"id": incident_id, "opened": alert.timestamp}
             else:
                 opened = state["open"].pop(key, None)
-                incident_id = (opened or {}).get("id") or state["closed"].get(key)
-                if incident_id is None:
-                    return None
-                state["closed"][key] = incident_id
-                while len(state["closed"]) > CLOSED_KEPT:
-                    state["closed"].pop(next(iter(state["closed"])))
+                if opened is None:
+                    return None  # nothing open (or closed already): no news
+                incident_id = opened["id"]
         sequence = int(state["next_sequence"])
         state["next_sequence"] = sequence + 1
         return replace(
@@ -216,44 +228,66 @@ class AlertOutbox:
             state["dropped"] = int(state["dropped"]) + 1
 
     def pending(self) -> list[Alert]:
-        """The queued alerts, oldest first."""
+        """The queued alerts, oldest first (files that cannot be read left out)."""
         alerts = []
         for path in self._files():
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError, ValueError, KeyError):
                 alerts.append(Alert.from_dict(json.loads(path.read_text())))
         return alerts
 
-    def deliver(self, send: Callable[[Alert], None], *, now: float | None = None) -> Delivery:
-        """Send the queued alerts oldest first through `send` until the queue is empty or one
-        fails (it stays at the head; the back-off starts). Skipped while another process
-        delivers this flow's queue, or while the back-off after a failure runs."""
+    def deliver(
+        self,
+        send: Callable[[Alert], None],
+        *,
+        now: float | None = None,
+        budget: float = SEND_BUDGET_SECONDS,
+    ) -> Delivery:
+        """Send the queued alerts oldest first through `send` until the queue is empty, one
+        fails (it stays at the head; the back-off starts) or `budget` seconds are spent (the
+        rest waits for the next call). Skipped while another process delivers this flow's
+        queue, or while the back-off after a failure runs."""
         with self._locked("deliver.lock", wait=False) as held:
             if not held:
                 return Delivery([], skipped="another process delivers this flow's alerts")
+            # Listed under the queue's lock: a listing taken while alerts are added could
+            # hold a later one and miss an earlier one.
             with self._locked():
                 state = self._state()
+                files = self._files()
             now = time.time() if now is None else now
-            if not self._files():
+            if not files:
                 return Delivery([])
             if now < float(state["retry_at"]):
                 wait = float(state["retry_at"]) - now
                 return Delivery([], skipped=f"next delivery attempt in {wait:.0f} s")
-            return self._send_queue(send, state["dropped"])
+            return self._send_queue(send, files, state["dropped"], time.monotonic() + budget)
 
-    def _send_queue(self, send: Callable[[Alert], None], dropped: int) -> Delivery:
+    def _send_queue(
+        self, send: Callable[[Alert], None], files: list[Path], dropped: int, deadline: float
+    ) -> Delivery:
         delivery = Delivery([])
-        for path in self._files():
+        for path in files:
+            if time.monotonic() >= deadline:
+                delivery.skipped = "the rest waits for the next delivery (time budget spent)"
+                return delivery
             try:
                 alert = Alert.from_dict(json.loads(path.read_text()))
             except FileNotFoundError:
+                continue
+            except (OSError, ValueError, KeyError) as exc:
+                self._bury(path, f"cannot be read: {exc}")
                 continue
             if dropped:
                 details = {**alert.details, "alerts_dropped_before": dropped}
                 alert = replace(alert, details=details)
             try:
                 send(alert)
+            except AlertRejectedError as exc:
+                # Refused for good: retrying would hold every later alert back forever.
+                self._bury(path, str(exc), alert)
+                continue
             except Exception as exc:
-                delivery.error = str(exc) or type(exc).__name__
+                delivery.error = (str(exc) or type(exc).__name__)[:ERROR_CHARS]
                 self._failed(alert, delivery.error)
                 return delivery
             path.unlink(missing_ok=True)
@@ -263,6 +297,18 @@ class AlertOutbox:
                 dropped = 0
         self._update(failures=0, retry_at=0.0, last_error=None)
         return delivery
+
+    def _bury(self, path: Path, why: str, alert: Alert | None = None) -> None:
+        """Move `path` to `dead/` (at most `max_alerts` kept there), logging it whole."""
+        dead = self.directory / "dead"
+        dead.mkdir(mode=0o700, exist_ok=True)
+        text = alert.to_json() if alert is not None else "null"
+        log.error(f'{{"mm2_alert_dead":{text},"file":"{path.name}","why":{json.dumps(why)}}}')
+        with contextlib.suppress(OSError):
+            os.replace(path, dead / path.name)
+        buried = sorted(dead.glob("*.json"))
+        for old in buried[: max(0, len(buried) - self.max_alerts)]:
+            old.unlink(missing_ok=True)
 
     def _failed(self, alert: Alert, error: str) -> None:
         with self._locked():
@@ -281,9 +327,10 @@ class AlertOutbox:
             self._save(state)
 
     def status(self) -> OutboxStatus:
-        """The queue's length and age, the delivery back-off and the open incidents."""
-        with self._locked():
-            state = self._state()
+        """The queue's length and age, the delivery back-off and the open incidents. Read
+        only (no lock taken, nothing created: the state is written atomically), so a monitor
+        running as another user leaves nothing behind."""
+        state = self._state()
         alerts = self.pending()
         return OutboxStatus(
             pending=len(alerts),

@@ -37,6 +37,7 @@ from mm2_assets.mm2.alerting import (
     ALERT_CONFIG_PREFIX,
     Alert,
     AlertDeliveryError,
+    AlertRejectedError,
     AlertSink,
     transition_alerts,
 )
@@ -124,6 +125,13 @@ class WebhookAlertSink(AlertSink):
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 response.read()
+        except urllib.error.HTTPError as exc:
+            # 4xx but a timeout or a rate limit: this alert will never be taken.
+            refused = 400 <= exc.code < 500 and exc.code not in (408, 429)
+            error = AlertRejectedError if refused else AlertDeliveryError
+            raise error(
+                f"POST to {redact_url(self.url)} failed: HTTP {exc.code} {exc.reason}"
+            ) from None  # the chained exception could carry the full URL
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AlertDeliveryError(
@@ -224,7 +232,7 @@ def send_alerts(
     outbox = AlertOutbox.for_flow(flow)
     try:
         outbox.add(raised)
-    except OSError as exc:
+    except Exception as exc:
         # No outbox (a full or read-only disk): the alerts can only go to the log.
         for alert in raised:
             LogAlertSink().send(alert)
@@ -242,7 +250,7 @@ def _deliver(flow: FlowConfig, outbox: AlertOutbox, logger: Any | None) -> list[
     calls = _SinkCalls(flow)
     try:
         delivery = outbox.deliver(calls.send)
-    except OSError as exc:
+    except Exception as exc:  # never into the sensor tick: the alerts stay queued
         return _report([f"{flow.name}: the alert outbox {outbox.directory} failed: {exc}"], logger)
     finally:
         calls.close()
@@ -274,6 +282,8 @@ class _SinkCalls:
         self.flow = flow
         self.timeout = flow.mm2assets_plugin_timeout_seconds
         self.sink: AlertSink | None = None
+        self.hung = False
+        """A `send` hung: `close` is not waited on as well."""
 
     def send(self, alert: Alert) -> None:
         """Deliver `alert`; AlertDeliveryError naming the sink when it could not."""
@@ -293,13 +303,17 @@ class _SinkCalls:
                 f"{flow.name}: {name}.send", functools.partial(self.sink.send, alert), self.timeout
             )
         except Exception as exc:
-            raise AlertDeliveryError(
-                f"alert '{alert.kind}' not delivered by {name}: {exc}"
-            ) from None
+            if isinstance(exc, plugins.PluginTimeoutError):
+                self.hung = True
+            error = (
+                AlertRejectedError if isinstance(exc, AlertRejectedError) else AlertDeliveryError
+            )
+            raise error(f"alert '{alert.kind}' not delivered by {name}: {exc}") from None
 
     def close(self) -> None:
-        """Close the sink, if loaded (a sink that took its alerts has delivered them)."""
-        if self.sink is not None:
+        """Close the sink, if loaded (a sink that took its alerts has delivered them) and not
+        hung."""
+        if self.sink is not None and not self.hung:
             name = type(self.sink).__qualname__
             with contextlib.suppress(Exception):
                 plugins.call_with_timeout(

@@ -252,17 +252,16 @@ def _watch_stalls(
     follow: bool,
     in_grace: bool,
 ) -> None:
-    """The stall incident (follow mode, lag measured): its alerts into `watch`, its state
-    into `kept`; otherwise the stall state stays as it was."""
+    """The stall incident (follow mode, lag measured, out of the grace period): its alerts
+    into `watch`, its state into `kept`; otherwise the stall state stays as it was (a
+    follower starting neither opens nor closes it)."""
     stalled_before = bool(state.get("stalled"))
+    kept["stalled"] = stalled_before
     if follow and watch.snapshot is not None:
         stalled, kept["progress"] = stalled_partitions(state.get("progress") or {}, watch.snapshot)
-        if in_grace:
-            stalled = []
-        watch.alerts += stall_alerts(flow, stalled, stalled_before)
-        kept["stalled"] = bool(stalled)
-    else:
-        kept["stalled"] = stalled_before
+        if not in_grace:
+            watch.alerts += stall_alerts(flow, stalled, stalled_before)
+            kept["stalled"] = bool(stalled)
 
 
 def freshness_alerts(
@@ -323,10 +322,11 @@ def _watch_freshness(
     except Exception as exc:
         watch.notes.append(f"reading the freshness of the interval assets failed: {exc}")
         return
-    if in_grace:
-        stale = {}
     for name, age in stale.items():
         watch.notes.append(f"{name}: stale ({'never' if age is None else f'{age:.0f} s'})")
+    if in_grace:  # a first catch-up: the incidents stay as they were
+        kept["stale"] = list(state.get("stale") or [])
+        return
     watch.alerts += freshness_alerts(flow, stale, state.get("stale") or [])
     kept["stale"] = sorted(stale)
 
