@@ -13,6 +13,7 @@ and its compute logs. Runs launched by hand (no `mm2-assets/flow` tag) are the u
 
 import contextlib
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 
@@ -45,5 +46,19 @@ def delete_expired_runs(
         # Captured stdout/stderr: the local manager keeps them in files per run.
         with contextlib.suppress(Exception):
             instance.compute_log_manager.delete_logs(prefix=[run_id])
+        _remove_event_shard(instance, run_id)
         deleted.append(run_id)
     return deleted
+
+
+def _remove_event_shard(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Remove the deleted run's own event database, where the storage keeps one per run (the
+    local SQLite storage: `history/runs/<run id>.db`): deleting a run empties it but leaves
+    the file, a few MB for a day-long follower run. PostgreSQL keeps no such file."""
+    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)
+    if path_for_shard is None:
+        return
+    with contextlib.suppress(Exception):
+        shard = Path(path_for_shard(run_id))
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            shard.with_name(shard.name + suffix).unlink(missing_ok=True)

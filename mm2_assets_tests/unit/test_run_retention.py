@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import dagster as dg
 
@@ -77,3 +78,16 @@ def test_max_age_stops_the_follower_once_its_successor_waits() -> None:
     never = MaxAge(0, threading.Event(), waiting)
     never.check()
     assert not never.reached and successor["asked"] == 2
+
+
+def test_a_deleted_runs_own_event_database_goes_too(tmp_path: Path) -> None:
+    """Dagster's local SQLite storage keeps a database per run; deleting the run empties it
+    but leaves the file (a few MB for a day-long follower): retention removes it."""
+    f = flow("mm2assets.runs.retention.seconds = 60\n")
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    run_id = run(instance, {FLOW_TAG: f.key})
+    shard = tmp_path / "history" / "runs" / f"{run_id}.db"
+    assert shard.exists()
+    assert delete_expired_runs(instance, f, time.time() + 120) == [run_id]
+    assert not shard.exists()
+    assert (tmp_path / "history" / "runs" / "index.db").exists()
