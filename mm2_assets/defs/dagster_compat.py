@@ -9,8 +9,10 @@ user's follower. Each function says why the public API does not do.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import dagster as dg
 
@@ -175,3 +177,17 @@ def drop_logged_events(context: dg.OpExecutionContext) -> None:
     """
     for _ in context.consume_events():
         pass
+
+
+def remove_run_event_database(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Remove a deleted run's own event database, where the storage keeps one per run (the
+    local SQLite storage: `history/runs/<run id>.db`). `DagsterInstance.delete_run` empties it
+    but leaves the file, a few MB for a day-long follower run, and nothing public removes it.
+    PostgreSQL keeps no such file (its storage has no `path_for_shard`)."""
+    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)
+    if path_for_shard is None:
+        return
+    with contextlib.suppress(Exception):
+        shard = Path(path_for_shard(run_id))
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            shard.with_name(shard.name + suffix).unlink(missing_ok=True)

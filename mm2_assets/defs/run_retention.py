@@ -13,10 +13,10 @@ and its compute logs. Runs launched by hand (no `mm2-assets/flow` tag) are the u
 
 import contextlib
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 
+from mm2_assets.defs.dagster_compat import remove_run_event_database
 from mm2_assets.defs.run_requests import FLOW_TAG
 from mm2_assets.mm2.config import FlowConfig
 
@@ -46,19 +46,6 @@ def delete_expired_runs(
         # Captured stdout/stderr: the local manager keeps them in files per run.
         with contextlib.suppress(Exception):
             instance.compute_log_manager.delete_logs(prefix=[run_id])
-        _remove_event_shard(instance, run_id)
+        remove_run_event_database(instance, run_id)
         deleted.append(run_id)
     return deleted
-
-
-def _remove_event_shard(instance: dg.DagsterInstance, run_id: str) -> None:
-    """Remove the deleted run's own event database, where the storage keeps one per run (the
-    local SQLite storage: `history/runs/<run id>.db`): deleting a run empties it but leaves
-    the file, a few MB for a day-long follower run. PostgreSQL keeps no such file."""
-    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)
-    if path_for_shard is None:
-        return
-    with contextlib.suppress(Exception):
-        shard = Path(path_for_shard(run_id))
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            shard.with_name(shard.name + suffix).unlink(missing_ok=True)

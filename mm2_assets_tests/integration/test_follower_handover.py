@@ -115,5 +115,10 @@ def test_a_follower_hands_over_to_a_fresh_run_and_ended_runs_expire(
     assert instance.all_logs(first)
     deleted = delete_expired_runs(instance, flow, time.time() + 3600 + 60)
     assert {r.run_id for r in ended} <= set(deleted)
-    assert instance.get_run_by_id(first) is None and instance.all_logs(first) == []
+    assert instance.get_run_by_id(first) is None
+    # Its materializations went with it (its own event database is removed on SQLite).
+    key = dg.AssetKey([flow.key, "replicated_topics"])
+    kept = instance.fetch_materializations(key, limit=1000).records
+    assert first not in {r.run_id for r in kept}
+    assert not (home / "history" / "runs" / f"{first}.db").exists()
     assert len(instance.get_runs()) == 3 - len(deleted)
