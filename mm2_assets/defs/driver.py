@@ -20,14 +20,15 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    over every topic partition (`sync.topic.configs.interval.seconds`).
 
 3. deletes the flow's ended runs past `mm2assets.runs.retention.seconds`, with their events
-   and compute logs (`defs.run_retention`, at most 20 a tick).
+   and compute logs (`defs.run_retention`, at most 20 a tick); when that fails (the storage
+   refuses), a `retention_failed` incident alerts until a tick deletes again.
 
 A tick with nothing to do requests nothing, so no run and no Spark session starts.
 
 With `mm2assets.replication.mode = follow`, 1. and 2. are the follower run's job: the driver
 only keeps one follower run of the flow alive (`follower_request`: started when none runs,
-started again when one handed over at its maximum age, restarted with back-off after a
-failure or when its process died), announces its recovery
+its successor requested once it is `mm2assets.follower.max.age.seconds` old, restarted with
+back-off after a failure or when its process died), announces its recovery
 once a restarted follower has been up `mm2assets.follower.stable.seconds`, and still does 0.
 
 Work that failed is not requested again on every tick: after failed runs in a row the next
@@ -36,10 +37,11 @@ jitter (`retry_hold`). The alerts say so once per incident (`run_failure_alerts`
 when it heals (`run_recovery_alerts`, or the driver for a follower).
 
 Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed},
-"watch": {...}, "recovered": run id, "started": ts}` — when each interval-driven piece of work
-was last requested (or evaluated, for the checks), each check's last verdict, the watch's
-incidents (`watch.Watch.state`), the follower run last announced as recovered, and the
-driver's first tick (the start of its grace period).
+"watch": {...}, "recovered": run id, "started": ts, "retention_failing": bool}` — when each
+interval-driven piece of work was last requested (or evaluated, for the checks), each check's
+last verdict, the watch's incidents (`watch.Watch.state`), the follower run last announced as
+recovered, the driver's first tick (the start of its grace period) and whether deleting
+expired runs failed at the last tick.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -72,7 +74,7 @@ from mm2_assets.defs.run_requests import (
     run_tags,
     work_history,
 )
-from mm2_assets.defs.run_retention import delete_expired_runs
+from mm2_assets.defs.run_retention import delete_expired_runs, retention_alerts
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.replication.replication_state import LagSnapshot
 
@@ -82,8 +84,8 @@ def in_grace(
 ) -> bool:
     """Whether the flow is in its first catch-up: within `mm2assets.checks.grace.seconds` of
     the driver's first tick (`started`) or, in follow mode, of the current follower run's
-    start, or of the last follower's end when it handed over (the next one starts at the
-    next tick: a pause, not a stall)."""
+    start (or request, while it is queued or starting), or of the last follower's end when it
+    handed over (the pause until its successor copies is no stall)."""
     since = started
     if follow:
         records = work_history(instance, flow, WORK_FOLLOW)[:3]
@@ -138,6 +140,7 @@ class DriverTick:
     run_requests: list[dg.RunRequest] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
+    retention_failing: bool = False
 
     @property
     def flow(self) -> FlowConfig:
@@ -208,13 +211,19 @@ class DriverTick:
     def expire_runs(self) -> None:
         """3. The flow's ended runs past `mm2assets.runs.retention.seconds`, deleted
         (`defs.run_retention`)."""
+        flow = self.flow
+        error = None
         try:
-            deleted = delete_expired_runs(self.context.instance, self.flow, self.now)
+            deleted = delete_expired_runs(self.context.instance, flow, self.now)
         except Exception as exc:  # storage trouble must not stop the driver's watch
-            self.note(f"deleting expired runs failed: {exc}")
-            return
+            error, deleted = str(exc) or type(exc).__name__, []
+            self.note(f"deleting expired runs failed: {error}")
         if deleted:
-            self.context.log.info(f"{self.flow.name}: deleted {len(deleted)} expired run(s)")
+            self.context.log.info(f"{flow.name}: deleted {len(deleted)} expired run(s)")
+        self.retention_failing = error is not None
+        alerts = retention_alerts(flow, error, bool(self.state.get("retention_failing")))
+        if alerts:
+            send_alerts(flow, alerts, self.context.log)
 
     def interval_work(self) -> None:
         """2. Heartbeats, checkpoints and group offset syncs in one small run; topic configs
@@ -338,6 +347,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
             "watch": watch_state,
             "recovered": recovered_run,
             "started": started,
+            "retention_failing": tick.retention_failing,
         }
     )
     if not tick.run_requests:

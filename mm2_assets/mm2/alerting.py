@@ -54,6 +54,8 @@ AlertKind = Literal[
     "interval_work_recovered",
     "freshness_failed",
     "freshness_recovered",
+    "retention_failed",
+    "retention_recovered",
 ]
 IncidentEvent = Literal["open", "close", "notice"]
 """What an alert does to its incident: opens it, closes it, or is a one-off notice."""
@@ -67,6 +69,7 @@ CLOSES: Mapping[str, str] = {
     "listener_recovered": "listener_failed",
     "interval_work_recovered": "interval_work_failed",
     "freshness_recovered": "freshness_failed",
+    "retention_recovered": "retention_failed",
 }
 """Each closing kind and the kind of the incident it closes."""
 

@@ -11,7 +11,7 @@ import dagster as dg
 
 from mm2_assets.defs.replication.follower import MaxAge
 from mm2_assets.defs.run_requests import FLOW_TAG
-from mm2_assets.defs.run_retention import delete_expired_runs
+from mm2_assets.defs.run_retention import delete_expired_runs, retention_alerts
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 
 
@@ -91,3 +91,14 @@ def test_a_deleted_runs_own_event_database_goes_too(tmp_path: Path) -> None:
     assert delete_expired_runs(instance, f, time.time() + 120) == [run_id]
     assert not shard.exists()
     assert (tmp_path / "history" / "runs" / "index.db").exists()
+
+
+def test_retention_failing_opens_one_incident_that_a_working_tick_closes() -> None:
+    f = flow()
+    [opened] = retention_alerts(f, "database is locked", was_failing=False)
+    assert (opened.kind, opened.subject) == ("retention_failed", "")
+    assert "database is locked" in opened.message
+    assert retention_alerts(f, "database is locked", was_failing=True) == []  # still open
+    [closed] = retention_alerts(f, None, was_failing=True)
+    assert closed.kind == "retention_recovered"
+    assert retention_alerts(f, None, was_failing=False) == []

@@ -227,6 +227,10 @@ class AlertOutbox:
             path.unlink(missing_ok=True)
             state["dropped"] = int(state["dropped"]) + 1
 
+    def waiting(self) -> int:
+        """How many alerts are queued (counted, not read)."""
+        return len(self._files())
+
     def pending(self) -> list[Alert]:
         """The queued alerts, oldest first (files that cannot be read left out)."""
         alerts = []

@@ -256,7 +256,7 @@ def _deliver(flow: FlowConfig, outbox: AlertOutbox, logger: Any | None) -> list[
         calls.close()
     if delivery.error is None:
         return []
-    waiting = len(outbox.pending())
+    waiting = outbox.waiting()
     return _report(
         [
             f"{flow.name}: {waiting} alert(s) wait for delivery, kept in {outbox.directory} "
