@@ -7,6 +7,10 @@ Failing without a success for `mm2assets.alert.work.failing.seconds` is: it open
 (`interval_work_recovered`). A follower's first success of each piece also closes whatever
 incident of that piece an earlier follower left open (the outbox drops the close when none is).
 
+A streak starts when its first failing attempt began, not when that attempt gave up: an attempt
+that fails only at its own timeout (`admin.timeout.ms`, 60 s by default) would otherwise put the
+alert a whole timeout or two past the bound.
+
 Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
 """
 
@@ -41,10 +45,13 @@ class WorkIncidents:
         self._streaks: dict[str, _Streak] = {}
         self._succeeded: set[str] = set()
 
-    def failed(self, work: str, error: BaseException | str) -> list[Alert]:
-        """`work` failed once more; the alert opening its incident when that is news."""
+    def failed(
+        self, work: str, error: BaseException | str, started: float | None = None
+    ) -> list[Alert]:
+        """`work` failed once more (the attempt began at `started`, on this object's clock;
+        now when not given); the alert opening its incident when that is news."""
         now = self.clock()
-        streak = self._streaks.setdefault(work, _Streak(since=now))
+        streak = self._streaks.setdefault(work, _Streak(since=now if started is None else started))
         streak.failures += 1
         streak.error = str(error) or type(error).__name__
         failing_for = now - streak.since

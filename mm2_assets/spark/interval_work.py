@@ -63,13 +63,14 @@ class IntervalWork:
 
     def _loop(self, work: Work) -> None:
         while not self._stop.is_set():
-            next_run = time.monotonic() + work.period
+            started = time.monotonic()
+            next_run = started + work.period
             try:
                 report = work.run()
             except Exception as exc:  # interval work must not stop replication
                 self._reports.append(lambda e=exc: self._on_problem(work.name, e))
                 if self._incidents is not None:
-                    self._alert(self._incidents.failed(work.name, exc))
+                    self._alert(self._incidents.failed(work.name, exc, started))
             else:
                 if report is not None:
                     self._reports.append(report)

@@ -61,6 +61,8 @@ BOUND_S = 2 * DRIVER_S + 30
 WORK_FAILING_S = 10
 """`mm2assets.alert.work.failing.seconds` of the flow under test."""
 RETRY_MAX_S = 5
+ADMIN_TIMEOUT_S = 10
+"""`admin.timeout.ms` of `write_config`'s flows, in seconds."""
 """`mm2assets.alert.retry.max.seconds` of the flow under test."""
 HUNG_FLOW = "backup->primary"
 """The heartbeat pair whose alert sink hangs."""
@@ -281,7 +283,8 @@ def test_heartbeats_failing_in_follow_mode_alert_within_the_bound_and_close_when
         wait_for(
             "an interval_work_failed alert for the heartbeats",
             lambda: bool(heartbeat_alerts("interval_work_failed")),
-            WORK_FAILING_S + 30,
+            # A heartbeat that gets no answer fails at the admin timeout (10 s here).
+            WORK_FAILING_S + 2 * ADMIN_TIMEOUT_S + 20,
             state=lambda: f"received {webhook.kinds()}; {server.log_tail(10)}",
         )
         took = time.monotonic() - broken

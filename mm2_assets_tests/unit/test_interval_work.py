@@ -73,6 +73,17 @@ def test_work_failing_past_the_bound_alerts_once_and_its_success_closes_it() -> 
     assert incidents.succeeded("heartbeats") == []
 
 
+def test_a_streak_starts_when_its_first_failing_attempt_began() -> None:
+    """Attempts that each fail only at a 10 s timeout: the bound (15 s) counts from the first
+    attempt's start, so the second failure (20 s in) alerts, not the third (30 s in)."""
+    now = [10.0]
+    incidents = WorkIncidents("a->b", 15, clock=lambda: now[0])
+    assert incidents.failed("heartbeats", RuntimeError("no ack"), started=0.0) == []
+    now[0] = 20.0
+    [opened] = incidents.failed("heartbeats", RuntimeError("no ack"), started=10.0)
+    assert "failing for 20 s (2 attempts in a row)" in opened.message
+
+
 def test_interval_work_hands_its_alerts_to_the_callers_thread() -> None:
     failing = threading.Event()
     failing.set()
