@@ -30,7 +30,7 @@ from mm2_assets.replication.copy_shared import (
     PartitionRange,
     committed_progress,
     copy_from_progress,
-    start_lane,
+    start_lanes,
 )
 from mm2_assets.stores.topic_reader import TopicReadError
 from mm2_assets.stores.writer_lease import LeaseTail, WriterLeaseLost, read_slot_layout
@@ -241,10 +241,7 @@ class FollowCopier(Copier):
         ]
         progress = committed_progress(spec, unread) if unread else {}
         started_at = time.time()
-        self.lanes[:] = kept + [
-            start_lane(spec, r, progress.get((r.source_topic, r.partition)), started_at)
-            for r in added
-        ]
+        self.lanes[:] = kept + start_lanes(spec, added, progress, started_at)
         self.by_partition = {lane.key: lane for lane in self.lanes}
         self.spec = spec
         self.lease_tail.token = spec.lease

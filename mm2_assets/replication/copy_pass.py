@@ -34,15 +34,20 @@ class PassCopier(Copier):
     follows = False
 
     def run(self) -> None:
-        """Copy until every partition reached its end offset, then commit what is left."""
-        super().run()
-        # What is open, and progress past offsets that held no record (markers at the end of
-        # a range, an adopted or restarted position): committed now, so the committed
-        # progress reaches where the pass ended.
-        if self.in_txn or self._quiet_work():
-            if not self.in_txn:
-                self.producer.begin_transaction()
-            self._commit()
+        """Copy until every partition reached its end offset, then commit what is left
+        (again if that commit rewound: see `Copier._rewind`)."""
+        while True:
+            super().run()
+            # What is open, and progress past offsets that held no record (markers at the
+            # end of a range, an adopted or restarted position): committed now, so the
+            # committed progress reaches where the pass ended.
+            if self.in_txn or self._quiet_work():
+                if not self.in_txn:
+                    self.producer.begin_transaction()
+                self._commit()
+                self.in_txn = False
+            if all(lane.done for lane in self.lanes):
+                return
 
     def _next_ask(self) -> tuple[int, float] | None:
         """(records wanted, seconds to wait) for the next fetch; None when every partition

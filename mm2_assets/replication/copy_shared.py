@@ -15,7 +15,8 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from typing import ClassVar
@@ -27,9 +28,12 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
+from mm2_assets.kafka.admin import KafkaAdminError, admin_client, topic_ids
 from mm2_assets.kafka.clients import committed_reader_config
 from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.mm2.copy_map import CopiedRun, copied_runs
@@ -77,6 +81,8 @@ _TOPIC_GONE = {
 _LANE_EVENTS = {KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET, *_TOPIC_GONE}
 
 CONSUME_BATCH = 10_000
+_ID_CHECK_TIMEOUT_S = 30.0
+"""How long a commit waits for the source's answer to which topic ids its records are of."""
 
 
 class CopyError(RuntimeError):
@@ -221,6 +227,10 @@ class Lane:
     # Carried into every progress record of the lane (see `Progress`).
     downstream_next: int = 0
     lost_total: int = 0
+    # The id of the topic incarnation the lane reads (written into its progress). It moves
+    # to the new id the moment the lane meets a recreated topic, before any re-plan does:
+    # the progress then says which incarnation its offsets belong to, whoever reads it next.
+    topic_id: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -301,11 +311,7 @@ def copy_from_progress(
     committed transactions."""
     started_at = time.time()
     producer = start_transactional_producer(spec, copier.producer_defaults)
-    progress = committed_progress(spec)
-    lanes: list[Lane] = []
-    for part in spec.partitions:
-        committed = progress.get((part.source_topic, part.partition))
-        lanes.append(start_lane(spec, part, committed, started_at))
+    lanes = start_lanes(spec, spec.partitions, committed_progress(spec), started_at)
     if not all(lane.done for lane in lanes):
         task = copier(spec, producer, lanes, commits)
         try:
@@ -318,23 +324,75 @@ def copy_from_progress(
     return [lane.result for lane in lanes]
 
 
+def source_topic_ids(spec: CopyTaskSpec, topics: Collection[str]) -> dict[str, str]:
+    """The source topics' ids now (topics gone, or a cluster that cannot tell, left out)."""
+    if not topics:
+        return {}
+    try:
+        return topic_ids(
+            admin_client(spec.source_producer), topics, cluster=spec.flow.partition("->")[0]
+        )
+    except (KafkaAdminError, KafkaException) as exc:
+        log.warning("%s: cannot tell the source topics' ids: %s", spec.flow, exc)
+        return {}
+
+
+def start_lanes(
+    spec: CopyTaskSpec,
+    parts: Sequence[PartitionRange],
+    progress: Mapping[tuple[str, int], Progress],
+    started_at: float,
+) -> list[Lane]:
+    """The lanes of `parts` at the start of an attempt (see `start_lane`). Where a partition's
+    progress names another incarnation of its topic than the plan does, the source is asked
+    which one is there now (one call for all such topics): a plan listed before a recreation
+    that the copy has already met must not send the copy back to the new topic's start."""
+    differ = {
+        part.source_topic
+        for part in parts
+        if (committed := progress.get((part.source_topic, part.partition))) is not None
+        and None not in (committed.topic_id, part.topic_id)
+        and committed.topic_id != part.topic_id
+    }
+    now = source_topic_ids(spec, differ)
+    return [
+        start_lane(
+            spec,
+            part,
+            progress.get((part.source_topic, part.partition)),
+            started_at,
+            current_id=now.get(part.source_topic),
+        )
+        for part in parts
+    ]
+
+
 def start_lane(
-    spec: CopyTaskSpec, part: PartitionRange, committed: Progress | None, started_at: float
+    spec: CopyTaskSpec,
+    part: PartitionRange,
+    committed: Progress | None,
+    started_at: float,
+    *,
+    current_id: str | None = None,
 ) -> Lane:
     """The lane of one partition at the start of an attempt: at its committed progress, at
     MM2's adopted position, or (no progress, or progress of an earlier incarnation of the
-    topic) at its log start."""
-    restarted = committed is not None and is_other_incarnation(
-        committed, part.topic_id, part.end_offset
-    )
+    topic) at its log start. `current_id`: the topic's id on the source now, when known; a
+    progress of that incarnation is resumed from whatever the plan's id says."""
+    topic_id = part.topic_id
+    if committed is not None and current_id is not None and committed.topic_id == current_id:
+        topic_id = current_id  # the plan was listed before the recreation the copy met
+    restarted = committed is not None and is_other_incarnation(committed, topic_id, part.end_offset)
     if restarted:
         log.warning(
             "%s: %s-%d was deleted and recreated (committed progress %d belongs to the "
-            "old topic): copying the new topic from its start",
+            "topic of id %s, not %s): copying the new topic from its start",
             spec.flow,
             part.source_topic,
             part.partition,
             committed.next_offset,  # type: ignore[union-attr]
+            committed.topic_id,  # type: ignore[union-attr]
+            topic_id,
         )
     adopted = committed is None and part.adopted_offset is not None
     if committed and not restarted:
@@ -353,6 +411,7 @@ def start_lane(
         position=start,
         downstream_next=committed.downstream_next if committed else 0,
         lost_total=committed.lost_to_retention if committed else 0,
+        topic_id=current_id if restarted and current_id is not None else topic_id,
     )
     lane.result.restarted = int(restarted)
     lane.result.adopted = int(adopted)
@@ -410,6 +469,11 @@ class Copier(ABC):
         }
         self.errors: list[str] = []
         self._listed: dict[str, tuple[float, bool]] = {}  # topic -> (checked at, listed)
+        self._ids: dict[str, tuple[float, str | None]] = {}  # topic -> (checked at, id)
+        self._source_admin: AdminClient | None = None
+        self.rewound = False
+        """Whether the last commit was aborted instead (`_rewind`): what was fetched before
+        it is read again from the lanes' positions."""
         self.txn_records = 0
         self.txn_bytes = 0
         self.last_commit = 0.0
@@ -502,15 +566,37 @@ class Copier(ABC):
             self._finish(lane)
 
     def _out_of_range(self, lane: Lane) -> None:
-        """The lane's position is no longer in the source log: retention or DeleteRecords
+        """The lane's position is no longer in the source log, or its topic has another id
+        than the lane's: the topic was recreated (a new id, or a log that ends before the
+        position: copied from its new start, under the new id), or retention or DeleteRecords
         removed offsets not yet copied (a gap: counted, reported, the copy goes on from the
-        log start), or the log ends before it (the topic was recreated: copied from its new
-        start). Moves the lane's position; the caller assigns the partitions again."""
+        log start). Moves the lane's position; the caller assigns the partitions again."""
         spec, part = self.spec, lane.range
         tp = TopicPartition(part.source_topic, part.partition)
+        now_id = self._topic_id_now(part.source_topic)
         low, high = self.consumer.get_watermark_offsets(tp, timeout=30, cached=False)
         where = f"{spec.flow}: {part.source_topic}-{part.partition}"
-        if lane.position < low:
+        other_id = None not in (now_id, lane.topic_id) and now_id != lane.topic_id
+        if other_id or lane.position > high:
+            lane.result.restarted = 1
+            log.warning(
+                "%s: %s at %d (log [%d, %d)): the topic was recreated%s; copying it from its "
+                "start %d",
+                where,
+                f"the topic id changed from {lane.topic_id} to {now_id}"
+                if other_id
+                else "the log ends before the position",
+                lane.position,
+                low,
+                high,
+                "" if other_id else " (or truncated)",
+                low,
+            )
+            if now_id is not None:
+                lane.topic_id = now_id
+            # Progress moves back now (written even if nothing is copied, see `_assign`).
+            lane.result.next_offset = -1
+        elif lane.position < low:
             end = part.end_offset
             lost = (low if end is None else min(low, end)) - lane.position
             lane.result.lost_to_retention += lost
@@ -524,18 +610,6 @@ class Copier(ABC):
                 low - 1,
                 low,
             )
-        elif lane.position > high:
-            lane.result.restarted = 1
-            log.warning(
-                "%s: the log ends at %d, before the committed progress %d: the topic was "
-                "recreated (or truncated); copying it from its start %d",
-                where,
-                high,
-                lane.position,
-                low,
-            )
-            # Progress moves back now (written even if nothing is copied, see `_assign`).
-            lane.result.next_offset = -1
         else:
             raise CopyError(
                 f"{where}: offset {lane.position} out of range though the log holds [{low}, {high})"
@@ -564,13 +638,38 @@ class Copier(ABC):
         self._listed[topic] = (now, listed)
         return listed
 
-    def _gone(self, lane: Lane, error: KafkaError, *, assigned: bool = True) -> None:
+    def _topic_id_now(self, topic: str) -> str | None:
+        """The source topic's id now (None: gone, or the cluster cannot tell); asked at most
+        once a second per topic, like `_source_topic_listed`."""
+        now = time.monotonic()
+        seen = self._ids.get(topic)
+        if seen is not None and now - seen[0] < 1.0:
+            return seen[1]
+        if self._source_admin is None:
+            self._source_admin = admin_client(self.spec.source_producer)
+        try:
+            found = topic_ids(
+                self._source_admin, [topic], cluster=self.spec.flow.partition("->")[0]
+            )
+        except (KafkaAdminError, KafkaException):
+            found = {}
+        self._ids[topic] = (now, found.get(topic))
+        return found.get(topic)
+
+    def _gone(self, lane: Lane, error: KafkaError, *, assigned: bool = True) -> bool:
         """The lane's source topic was deleted while copying: what was read is committed,
-        the lane stops (a follower's next topic refresh drops the partition)."""
+        the lane stops (a follower's next topic refresh drops the partition). True when the
+        topic is there under another id than the lane's: recreated at once, before its
+        absence could be seen, and the lane must move to it (`_out_of_range`)."""
         part = lane.range
         if self._source_topic_listed(part.source_topic):
             # The topic is still there: a broker restarting or a leader moving reports the
-            # same errors for a while. librdkafka keeps retrying an assigned partition.
+            # same errors for a while. librdkafka keeps retrying an assigned partition. But
+            # it may be another topic of the same name: the consumer would go on at the old
+            # position in the new topic, skipping its first records.
+            now_id = self._topic_id_now(part.source_topic)
+            if assigned and None not in (now_id, lane.topic_id) and now_id != lane.topic_id:
+                return True
             if not assigned:
                 raise KafkaException(error)
             log.info(
@@ -580,7 +679,7 @@ class Copier(ABC):
                 part.partition,
                 error.str(),
             )
-            return
+            return False
         if not lane.result.topic_deleted:
             log.warning(
                 "%s: source topic '%s' was deleted while partition %d was copied (%s); "
@@ -596,6 +695,7 @@ class Copier(ABC):
         if assigned:
             # Paused, not unassigned: unassigning one partition means assigning all anew.
             self.consumer.pause([TopicPartition(part.source_topic, part.partition)])
+        return False
 
     def run(self) -> None:
         """Copy until `_next_ask` says the copy is done (a pass's end; a follower runs until
@@ -640,6 +740,10 @@ class Copier(ABC):
             error = msg.error()
             if error is not None:
                 self._lane_event(msg, error, fetched)
+            elif fetched.out_of_range and self._restarting(msg, fetched):
+                # Read after the event that moves its lane (a recreated topic's records at
+                # the old position): read again from the lane's new position.
+                continue
             elif single is not None:
                 own.append(msg)
             else:
@@ -648,6 +752,11 @@ class Copier(ABC):
         if single is not None:
             fetched.chunks[id(single)] = own
         return fetched
+
+    def _restarting(self, msg: Message, fetched: Fetched) -> bool:
+        """Whether `msg`'s lane is among the fetch's lanes to move (`Fetched.out_of_range`)."""
+        lane = self.by_partition.get((msg.topic(), msg.partition()))
+        return any(lane is moved for moved in fetched.out_of_range)
 
     def _lane_event(self, msg: Message, error: KafkaError, fetched: Fetched) -> None:
         """An event of one partition (noted, or handled at once); any other error fails."""
@@ -659,14 +768,14 @@ class Copier(ABC):
             return
         if code == KafkaError._PARTITION_EOF:
             fetched.ends.append((lane, msg.offset()))
-        elif code == KafkaError._AUTO_OFFSET_RESET:
+        elif code == KafkaError._AUTO_OFFSET_RESET or self._gone(lane, error):
             fetched.out_of_range.append(lane)
-        else:
-            self._gone(lane, error)
 
     def _copy_fetched(self, fetched: Fetched, polled_at: float) -> None:
         """Produce a fetch's records in the open transaction (opening one), then apply its
-        lane events."""
+        lane events. A commit on the way that rewinds (`_rewind`) drops the rest of the
+        fetch: the lanes read it again."""
+        self.rewound = False
         for lane in self.lanes:
             messages = fetched.chunks.get(id(lane))
             if not messages:
@@ -676,11 +785,20 @@ class Copier(ABC):
                 self.in_txn = True
                 self._opened(polled_at)
             self.in_txn = self._copy_chunk(lane, messages)
+            if self.rewound:
+                return
         for lane, offset in fetched.ends:
             self._at_end(lane, offset)
         if fetched.out_of_range:
             # After the chunks are copied, so every lane's position is current: assigning
-            # again (a partition stopped by a reset error cannot seek) drops nothing.
+            # again (a partition stopped by a reset error cannot seek) drops nothing. What the
+            # open transaction holds is committed first: its progress must describe the
+            # incarnation its records came from, before a lane moves to another.
+            if self.in_txn:
+                self._commit()
+                self.in_txn = False
+                if self.rewound:
+                    return  # the moved lanes are moved, the others read again
             for lane in fetched.out_of_range:
                 self._out_of_range(lane)
             self._assign()
@@ -717,6 +835,8 @@ class Copier(ABC):
             if full:
                 self._commit()
                 in_txn = False
+                if self.rewound:
+                    return False
         if offsets:
             lane.position = offsets[-1] + 1
             if end is not None and lane.position >= end and not lane.done:
@@ -761,8 +881,15 @@ class Copier(ABC):
         lane.batch.upstream.append(upstream)
 
     def _commit(self) -> None:
-        """Flush the batch, add its offset syncs and progress, commit the transaction."""
+        """Flush the batch, add its offset syncs and progress, commit the transaction; or,
+        when a lane's topic turns out to be another incarnation than the lane's, abort it
+        and rewind (`_rewind`): nothing of it is visible, `rewound` says so."""
+        asked = self._ask_topic_ids()
         self._flush_batch()
+        moved = self._recreated_lanes(asked)
+        if moved:
+            self._rewind(moved)
+            return
         staged = [s for s in map(self._stage, self.lanes) if s is not None]
         try:
             self.producer.commit_transaction(120)
@@ -774,6 +901,64 @@ class Copier(ABC):
             self._committed(lane, syncs, progress)
         self.syncs.poll()
         self.txn_records = self.txn_bytes = 0
+
+    def _ask_topic_ids(self) -> dict[str, Future]:
+        """Ask the source for the ids of the topics whose records the open transaction holds
+        (answered while the batch is flushed). Asked after those records were fetched: an
+        answer naming the lane's id proves they came from the lane's incarnation. librdkafka
+        goes on reading a topic deleted and recreated under it at the old position, with no
+        error: without this, the new topic's records would be taken for the old one's."""
+        topics = {
+            lane.range.source_topic
+            for lane in self.lanes
+            if lane.batch.upstream and lane.topic_id is not None
+        }
+        if not topics:
+            return {}
+        if self._source_admin is None:
+            self._source_admin = admin_client(self.spec.source_producer)
+        try:
+            return self._source_admin.describe_topics(
+                TopicCollection(sorted(topics)), request_timeout=_ID_CHECK_TIMEOUT_S
+            )
+        except KafkaException:
+            return {}
+
+    def _recreated_lanes(self, asked: Mapping[str, Future]) -> list[Lane]:
+        """The lanes whose topic has another id now than the lane's (see `_ask_topic_ids`).
+        A topic gone, or an answer that does not come, moves no lane: the records were read
+        before any new incarnation could exist, or the next commit asks again."""
+        now = time.monotonic()
+        ids: dict[str, str] = {}
+        for topic, future in asked.items():
+            try:
+                ids[topic] = str(future.result(timeout=_ID_CHECK_TIMEOUT_S).topic_id)
+            except Exception:  # gone or unanswered: see the docstring
+                continue
+            self._ids[topic] = (now, ids[topic])
+        return [
+            lane
+            for lane in self.lanes
+            if lane.batch.upstream
+            and lane.range.source_topic in ids
+            and ids[lane.range.source_topic] != lane.topic_id
+        ]
+
+    def _rewind(self, moved: list[Lane]) -> None:
+        """Abort the open transaction (it holds records of a recreated topic taken for the
+        old one's) and go back: every lane to its first record in it, the `moved` lanes to
+        their new topic's start (`_out_of_range`); the partitions are assigned again."""
+        self.producer.abort_transaction(60)
+        self.txn_records = self.txn_bytes = 0
+        for lane in self.lanes:
+            if lane.batch.upstream:
+                lane.position = lane.batch.upstream[0]
+                lane.batch = _Batch()
+                lane.done = False
+        for lane in moved:
+            self._out_of_range(lane)
+        self.rewound = True
+        self._assign()
 
     def _flush_batch(self) -> None:
         """Wait for every record of the transaction; abort it and fail when one failed."""
@@ -827,7 +1012,7 @@ class Copier(ABC):
             part.partition,
             next_offset=max(batch.upstream[-1] + 1 if batch.upstream else 0, lane.position),
             downstream_next=lane.downstream_next,
-            topic_id=part.topic_id,
+            topic_id=lane.topic_id,
             lost_to_retention=lane.lost_total,
             # An adopted start (-1) has no committed progress to chain from.
             resumed_from=resumed_from if resumed_from >= 0 else None,

@@ -330,6 +330,77 @@ def test_record_larger_than_the_remote_topic_allows_fails_naming_offset_and_sett
     assert consume_all(backup, f"primary.{topic}", [0])[0] == []
 
 
+def spread(count: int, tag: str, partitions: int) -> list[Rec]:
+    """`count` recognisable records `tag-i`, round-robin over `partitions` partitions."""
+    return [
+        Rec(i % partitions, f"k{i}".encode(), f"{tag}-{i}".encode(), (), TS0 + i)
+        for i in range(count)
+    ]
+
+
+def recreate_at_once(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again the moment the broker lets its name be used (the
+    worst timing for a copy under way: no pause in between)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            create_topic(bootstrap, topic, partitions=partitions)
+            return
+        except Exception:  # the name is still being deleted
+            assert time.monotonic() < deadline, f"{topic} could not be recreated"
+            time.sleep(0.02)
+
+
+@pytest.mark.parametrize("refresh_s", [1, 8], ids=["relayout-soon", "relayout-late"])
+def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
+    primary, backup, write_mm2_config, spark_resource, refresh_s: int
+) -> None:
+    """A 4-partition topic deleted and at once recreated while a follower copies it, then
+    32,000 records written to the new topic at once: on the target, each partition holds the
+    old topic's records then the new topic's, each exactly once, whenever the follower's
+    topic refresh re-lays the copy out (soon, or long after its copy met the new topic)."""
+    partitions = 4
+    topic = f"{unique('again')}-t"
+    old = create_filled_topic(primary, topic, spread(20_000, "old", partitions))
+    config = follower_config(
+        write_mm2_config,
+        topic.rsplit("-", 1)[0],
+        f"refresh.topics.interval.seconds = {refresh_s}\n",
+    )
+    flow = load_checked_config(config).flows[0]
+    remote = f"primary.{topic}"
+
+    def by_partition(records: Sequence[Rec]) -> dict[int, list[Rec]]:
+        return {p: [r for r in records if r.partition == p] for p in range(partitions)}
+
+    with RunningFollower(flow, spark_resource) as running:
+        wait_for("the old topic copied", replicated(primary, backup, topic, partitions), 120)
+        recreate_at_once(primary, topic, partitions)
+        # More than the old topic had: a copy going on at its old position would skip some.
+        new = spread(32_000, "new", partitions)
+        produce(primary, topic, new)
+        olds, news = by_partition(old), by_partition(new)
+        expected = {p: olds[p] + news[p] for p in range(partitions)}
+
+        def copied() -> dict[int, int]:
+            return {p: len(rs) for p, rs in consume_all(backup, remote, range(partitions)).items()}
+
+        wait_for("the new topic copied", lambda: all(
+            n >= len(expected[p]) for p, n in copied().items()), 120, state=copied)  # fmt: skip
+        # Past the re-layout, whenever it comes: nothing more may arrive.
+        time.sleep(refresh_s + 3)
+        assert running.error is None, running.error
+    got = consume_all(backup, remote, range(partitions))
+    for p in range(partitions):
+        values = [r.value for r in got[p]]
+        twice = len(values) - len(set(values))
+        assert got[p] == expected[p], (
+            f"partition {p}: {len(got[p])} records, {len(expected[p])} expected, {twice} duplicated"
+        )
+
+
 def test_follower_survives_deleted_and_recreated_topics_and_reports_gaps(
     primary, backup, write_mm2_config, spark_resource
 ) -> None:
