@@ -19,13 +19,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from confluent_kafka import (
-    Producer,
-)
+from confluent_kafka import KafkaException, Producer
 
 from mm2_assets.kafka.admin import admin_timeout_s
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.consumer_groups import GroupOffsets, find_checkpoint_groups
+from mm2_assets.kafka.transactions import FENCED_ATTEMPTS, WriterFenced, fenced_error
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.offset_translation import (
     DownstreamTranslator,
@@ -34,6 +33,7 @@ from mm2_assets.mm2.offset_translation import (
 )
 from mm2_assets.mm2.selection import should_checkpoint_topic
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
+from mm2_assets.mm2.writer_lease import checkpoints_transactional_id
 from mm2_assets.replication.replication_state import recreated_since_copy
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.checkpoint_store import (
@@ -70,36 +70,32 @@ def _produce_all(
     cluster: str,
     timeout: float,
 ) -> int:
-    """Produce (key, value) records to one partition and wait for every ack; returns count."""
-    errors: list[str] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(str(err))
-
+    """Produce (key, value) records to one partition in one transaction of `producer` and
+    commit it; returns the count. Raises `WriterFenced` when another writer fenced the
+    producer (nothing of it visible), CheckpointError on any other failure."""
     count = 0
-    for key, value in records:
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=key,
-                    value=value,
-                    partition=partition,
-                    timestamp=timestamp_ms,
-                    on_delivery=on_delivery,
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)  # local queue full: let deliveries drain
-        count += 1
-        producer.poll(0)
-    remaining = producer.flush(timeout)
-    if errors or remaining:
-        raise CheckpointError(
-            f"writing {count} records to '{topic}' on '{cluster}' failed: "
-            f"{remaining} unacknowledged, errors {errors[:3]}"
-        )
+    try:
+        producer.begin_transaction()
+        for key, value in records:
+            while True:
+                try:
+                    producer.produce(
+                        topic, key=key, value=value, partition=partition, timestamp=timestamp_ms
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.1)  # local queue full: let deliveries drain
+            count += 1
+            producer.poll(0)
+        # Commit flushes first; a record not acknowledged fails it.
+        producer.commit_transaction(timeout)
+    except KafkaException as exc:
+        where = f"writing {count} records to '{topic}' on '{cluster}'"
+        if fenced_error(exc):
+            raise WriterFenced(f"{where}: another writer took over: {exc}") from exc
+        with contextlib.suppress(KafkaException):
+            producer.abort_transaction(timeout)
+        raise CheckpointError(f"{where} failed: {exc}") from exc
     return count
 
 
@@ -208,7 +204,15 @@ def emit_checkpoints(
     own = clients is None
     clients = clients or CheckpointClients(flow)
     try:
-        return _pass(flow, groups, syncs, checkpoints, clients, now_ms)
+        for attempt in range(1, FENCED_ATTEMPTS + 1):
+            try:
+                return _pass(flow, groups, syncs, checkpoints, clients, now_ms)
+            except WriterFenced:
+                # Initialised again below, so this pass's reads come after the other's.
+                clients.fenced()
+                if attempt == FENCED_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
     finally:
         if own:
             clients.close()
@@ -228,6 +232,11 @@ def _pass(
     started = time.monotonic()
     run = CheckpointRun(flow=flow.name, checkpoints_topic=topic)
     step = PassSteps(run.phases)
+    # The flow's checkpoints id first, reads after: a writer that initialised it earlier and
+    # read earlier cannot commit after this one (its transaction is aborted), so an older
+    # checkpoint never lands after a newer one, whoever writes them.
+    with step("fence"):
+        producer = _fenced_producer(flow, clients)
 
     def target() -> tuple[bool, LatestCheckpoints]:
         # The checkpoints topic is read once it exists: a topic being created may have no
@@ -275,7 +284,7 @@ def _pass(
             run.groups[group].untranslated.extend(partitions)
     with step("write"):
         _write_checkpoints(
-            flow, topic, run.groups, producer=clients.producer(), now_ms=now_ms, timeout=timeout
+            flow, topic, run.groups, producer=producer, now_ms=now_ms, timeout=timeout
         )
     for group, planned in run.groups.items():
         latest = dict(previous.get(group, {}))
@@ -373,6 +382,18 @@ def _translate(
             "first_records_read": translator.first_records_read,
         }
         return planned
+
+
+def _fenced_producer(flow: FlowConfig, clients: CheckpointClients) -> Producer:
+    """The pass's producer under the flow's checkpoints id (initialised when new)."""
+    try:
+        return clients.producer()
+    except KafkaException as exc:
+        raise CheckpointError(
+            f"cannot start the checkpoint writer of flow {flow.name} on cluster "
+            f"'{flow.target.alias}' (transactional id "
+            f"{checkpoints_transactional_id(flow.name)}): {exc}"
+        ) from exc
 
 
 def _write_checkpoints(

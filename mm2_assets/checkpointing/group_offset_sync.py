@@ -4,25 +4,31 @@ The latest checkpoint of every checkpointed group is committed into the same gro
 target, only when the target group has no active members (EMPTY, or DEAD/unknown: never used
 there), and never for a partition where the target group is already at or past the translated
 offset.
+
+Whoever syncs (a follower, a pass, a run launched by hand, two hosts), a group never moves
+back: a sync initialises the flow's group-offsets transactional id before it reads anything,
+and commits each group's offsets in a transaction of that producer (TxnOffsetCommit, as a
+consumer without group membership commits, which the broker takes only while the group has no
+members). A sync that read earlier than another one started cannot commit after it: it is
+fenced, and reads again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Literal
 
 from confluent_kafka import (
+    Consumer,
     ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
+    Producer,
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import KafkaAdminError, admin_timeout_s, flow_admin
 from mm2_assets.kafka.clients import client_config
@@ -32,10 +38,16 @@ from mm2_assets.kafka.consumer_groups import (
     describe_group_states,
     find_checkpoint_groups,
     list_group_offsets,
-    result_with_retry,
+)
+from mm2_assets.kafka.transactions import (
+    FENCED_ATTEMPTS,
+    WriterFenced,
+    fenced_error,
+    init_transactional_producer,
 )
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.wire import Checkpoint, OffsetAndMetadata, TopicPartition
+from mm2_assets.mm2.writer_lease import group_offsets_transactional_id
 from mm2_assets.stores.checkpoint_store import checkpoints_topic, read_checkpoints
 from mm2_assets.stores.topic_reader import TopicReadError
 
@@ -109,21 +121,11 @@ def _kafka_tp(tp: TopicPartition, om: OffsetAndMetadata) -> KafkaTopicPartition:
     return KafkaTopicPartition(tp.topic, tp.partition, om.offset)
 
 
-def _alter(admin: AdminClient, request: ConsumerGroupTopicPartitions, timeout: float) -> Future:
-    return admin.alter_consumer_group_offsets([request], request_timeout=timeout)[request.group_id]
-
-
 def _alter_error(exc: BaseException) -> tuple[SyncOutcome, str]:
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if error is not None and error.code() in ACTIVE_GROUP_ERRORS:
         return "skipped_active", f"the broker refused: {error.str()} (members joined)"
     return "failed", str(exc)
-
-
-# A group's commit in flight: (its future, a re-send for retries, its sync, what it commits).
-_PendingCommit = tuple[
-    Future, Callable[[], Future], GroupOffsetSync, dict[TopicPartition, OffsetAndMetadata]
-]
 
 
 def sync_group_offsets(
@@ -138,36 +140,89 @@ def sync_group_offsets(
     restricted to `groups` (default: the groups the flow currently checkpoints, as MM2's task
     only syncs the groups assigned to it). See `GroupOffsetSync` for the outcomes.
     """
+    for attempt in range(1, FENCED_ATTEMPTS + 1):
+        try:
+            return _sync_once(flow, checkpoints, groups)
+        except WriterFenced:
+            if attempt == FENCED_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _sync_once(
+    flow: FlowConfig,
+    checkpoints: Mapping[str, Mapping[TopicPartition, Checkpoint]] | None,
+    groups: Iterable[str] | None,
+) -> GroupOffsetSyncRun:
+    """One attempt of `sync_group_offsets`: fenced first, then read, then committed."""
     timeout = admin_timeout_s(flow)
     run = GroupOffsetSyncRun(flow=flow.name)
+    transactional_id = group_offsets_transactional_id(flow.name)
+    try:
+        producer = init_transactional_producer(
+            client_config(flow, "target", "producer"),
+            transactional_id,
+            topic=checkpoints_topic(flow),
+            timeout=timeout,
+        )
+    except KafkaException as exc:
+        raise KafkaAdminError(
+            f"cannot start the group offset writer of flow {flow.name} on cluster "
+            f"'{flow.target.alias}' (transactional id {transactional_id}): {exc}"
+        ) from exc
     checkpoints = _latest_checkpoints(flow, checkpoints, groups, timeout)
     if not checkpoints:
         return run
-
     admin = flow_admin(flow, "target")
     states = describe_group_states(admin, checkpoints, cluster=flow.target.alias, timeout=timeout)
     idle = [g for g in sorted(checkpoints) if states[g] == ConsumerGroupState.EMPTY]
     target_offsets, read_errors = list_group_offsets(
         admin, idle, cluster=flow.target.alias, timeout=timeout
     )
-
-    pending: dict[str, _PendingCommit] = {}
     for group in sorted(checkpoints):
         sync, write = _plan_group_sync(
             flow, group, states[group], checkpoints[group], target_offsets, read_errors
         )
         run.groups[group] = sync
-        if not write:
-            continue
-        request = ConsumerGroupTopicPartitions(
-            group,
-            [_kafka_tp(tp, om) for tp, om in write.items()],
-        )
-        # One group per AlterConsumerGroupOffsets request (librdkafka); all sent at once.
-        send = partial(_alter, admin, request, timeout)
-        pending[group] = (send(), send, sync, write)
-    _await_commits(flow, pending, timeout)
+        if write:
+            _commit_group(flow, producer, sync, write, timeout)
     return run
+
+
+def _commit_group(
+    flow: FlowConfig,
+    producer: Producer,
+    sync: GroupOffsetSync,
+    write: Mapping[TopicPartition, OffsetAndMetadata],
+    timeout: float,
+) -> None:
+    """Commit `write` into `sync.group` on the target in a transaction of `producer`; record
+    in `sync` what the broker took. Raises `WriterFenced` when another sync fenced this one."""
+    group = sync.group
+    # The group's identity without joining it: generation -1, no member, as a consumer that
+    # assigns its own partitions commits (the broker refuses it once the group has members).
+    member = Consumer({**client_config(flow, "target", "consumer"), "group.id": group})
+    try:
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            [_kafka_tp(tp, om) for tp, om in write.items()],
+            member.consumer_group_metadata(),
+            timeout,
+        )
+        producer.commit_transaction(timeout)
+    except KafkaException as exc:
+        if fenced_error(exc):
+            raise WriterFenced(
+                f"{flow.name}: syncing group '{group}': another writer took over: {exc}"
+            ) from exc
+        with contextlib.suppress(KafkaException):
+            producer.abort_transaction(timeout)
+        sync.outcome, sync.error = _alter_error(exc)
+        log.warning("%s: not syncing group '%s': %s", flow.name, group, sync.error)
+        return
+    finally:
+        member.close()
+    sync.written = {tp: om.offset for tp, om in write.items()}
 
 
 def _latest_checkpoints(
@@ -228,31 +283,3 @@ def _plan_group_sync(
     if not write:
         sync.outcome = "skipped_ahead" if sync.skipped_ahead else "up_to_date"
     return sync, write
-
-
-def _await_commits(flow: FlowConfig, pending: Mapping[str, _PendingCommit], timeout: float) -> None:
-    """Wait for each group's commit and record in its sync what the broker took."""
-    for group, (future, send, sync, write) in pending.items():
-        try:
-            result = result_with_retry(future, send, timeout=timeout)
-        except KafkaException as exc:
-            sync.outcome, sync.error = _alter_error(exc)
-            log.warning("%s: not syncing group '%s': %s", flow.name, group, sync.error)
-            continue
-        errors = {
-            TopicPartition(tp.topic, tp.partition): tp.error
-            for tp in result.topic_partitions or []
-            if tp.error is not None
-        }
-        sync.written = {tp: om.offset for tp, om in write.items() if tp not in errors}
-        if errors and all(e.code() in ACTIVE_GROUP_ERRORS for e in errors.values()):
-            # The broker reports membership per partition: consumers joined since describe.
-            sync.outcome = "skipped_active"
-            sync.error = f"the broker refused: {next(iter(errors.values())).str()} (members joined)"
-            log.warning("%s: not syncing group '%s': %s", flow.name, group, sync.error)
-        elif errors:
-            sync.error = (
-                f"partitions not committed: { {str(tp): str(e) for tp, e in errors.items()} }"
-            )
-            if not sync.written:
-                sync.outcome = "failed"

@@ -9,10 +9,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 PRODUCER_GUARANTEES = {"enable.idempotence": True, "acks": "all"}
 """librdkafka settings every copy and lease producer depends on; user settings tune the rest."""
+
+FENCED_ATTEMPTS = 3
+"""How often a writer that another one fenced starts over (fenced reads again) before it
+gives up with `WriterFenced`."""
+
+
+class WriterFenced(RuntimeError):
+    """Another writer initialised this writer's transactional id after it did: what this one
+    read may be older than what that one writes, so its transaction is aborted (nothing of it
+    visible) and it must read again."""
+
+
+def fenced_error(exc: KafkaException) -> bool:
+    """Whether a transactional producer's error means another writer fenced it (or the
+    producer can do nothing more: librdkafka's fatal errors)."""
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error is not None and (
+        error.fatal()
+        or error.code()
+        in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+    )
 
 
 def init_transactional_producer(

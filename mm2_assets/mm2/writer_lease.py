@@ -33,6 +33,17 @@ def writer_transactional_id(flow: str, slot: int) -> str:
     return f"mm2-assets.{flow}.writer.{slot}"
 
 
+def checkpoints_transactional_id(flow: str) -> str:
+    """The transactional id `flow`'s checkpoints are written under, whoever writes them (a
+    follower, a pass, a run launched by hand): initialising it fences the writer before."""
+    return f"mm2-assets.{flow}.checkpoints"
+
+
+def group_offsets_transactional_id(flow: str) -> str:
+    """The transactional id `flow`'s synced group offsets (KIP-545) are committed under."""
+    return f"mm2-assets.{flow}.group-offsets"
+
+
 def lease_transactional_id(flow: str) -> str:
     """The transactional id of the producer that writes `flow`'s lease records."""
     return f"mm2-assets.{flow}.lease"

@@ -16,9 +16,12 @@ from typing import Any, TypeVar
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import flow_admin
-from mm2_assets.kafka.clients import client_config, idempotent_producer
+from mm2_assets.kafka.admin import admin_timeout_s, flow_admin
+from mm2_assets.kafka.clients import client_config
+from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.mm2.writer_lease import checkpoints_transactional_id
+from mm2_assets.stores.checkpoint_store import checkpoints_topic
 from mm2_assets.stores.topic_reader import PartitionReader
 
 T = TypeVar("T")
@@ -56,10 +59,22 @@ class CheckpointClients:
             return self._admins[side]
 
     def producer(self) -> Producer:
-        """The idempotent producer checkpoints are written with, on the target."""
+        """The transactional producer checkpoints are written with, on the target, under the
+        flow's checkpoints id: initialised (which fences every earlier writer of the flow's
+        checkpoints) before a pass reads anything, kept while no other writer fences it."""
         if self._producer is None:
-            self._producer = idempotent_producer(self.flow)
+            self._producer = init_transactional_producer(
+                client_config(self.flow, "target", "producer"),
+                checkpoints_transactional_id(self.flow.name),
+                topic=checkpoints_topic(self.flow),
+                timeout=admin_timeout_s(self.flow),
+            )
         return self._producer
+
+    def fenced(self) -> None:
+        """Another writer initialised the checkpoints id since this producer was: drop it, so
+        the next pass initialises (and fences) again, and reads after that."""
+        self._producer = None
 
     def map(self, fn: Callable[[T], object], items: Iterable[T]) -> None:
         """Run `fn` over `items` on the reader threads; returns when all are done."""
