@@ -27,7 +27,11 @@ from mm2_assets.defs.dagster_compat import (
     mark_run_failed,
     pool_holders,
 )
-from mm2_assets.defs.replication.follower import FOLLOWER_GONE, follower_alive
+from mm2_assets.defs.replication.follower import (
+    FOLLOWER_GONE,
+    follower_job_name,
+    follower_verdict,
+)
 from mm2_assets.defs.replication.partitions import topics_partitions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.kafka.reachability import probe_clusters
@@ -129,14 +133,19 @@ def dagster_home() -> Path:
 def check_pool_free(flow: FlowConfig, instance: dg.DagsterInstance) -> None:
     """Raise UsageError when a live run holds the flow's replication pool (the pass would
     wait for it, possibly for ever behind a follower). Slots of runs that ended, or of
-    followers whose process is gone (marked failed here, as the driver does), are freed: the
-    daemon's run monitoring would free them only once it runs."""
+    follower runs that stopped renewing the flow's writer lease (marked failed here, as the
+    driver does; judged within about the lease timeout, `follower_verdict`), are freed: the
+    daemon's run monitoring would free them only once it runs. A run whose liveness cannot be
+    told (not a follower, not holding the lease, the target unreadable) counts as live."""
     pool = replication_pool(flow)
     ensure_pool_limit(instance, pool, 1)  # as the driver does; an operator's limit stands
     for run_id in sorted(pool_holders(instance, pool)):
         run = instance.get_run_by_id(run_id)
         if run is not None and not run.is_finished:
-            if follower_alive(run.tags) is not False:
+            if (
+                run.job_name != follower_job_name(flow)
+                or follower_verdict(flow, run_id) is not False
+            ):
                 raise UsageError(
                     f"flow {flow.name}: run {run_id} ({run.job_name}, {run.status.value}) holds "
                     f"the flow's replication pool {pool}; a pass waits until it ends: stop it "

@@ -48,15 +48,16 @@ def sensor_min_interval(seconds: int) -> int:
 def add_run_tags(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> None:
     """Add `tags` to the run `run_id` while it runs.
 
-    A follower run records its process (host, pid) so that the driver and `replicate` can
-    tell a run whose process was killed from a live one; tags are the only run field the UI
-    and every process see, and a run cannot know its pid before it starts.
+    A follower run records its process (host, pid) for operators (liveness is judged by the
+    writer lease, `FollowerLiveness`) and a hand-over; tags are the only run field the UI and
+    every process see, and a run cannot know its pid before it starts.
     """
     instance.add_run_tags(run_id, dict(tags))
 
 
 def mark_run_failed(instance: dg.DagsterInstance, run: dg.DagsterRun, reason: str) -> None:
-    """Mark `run`, whose process is gone, failed with `reason` in its event log.
+    """Mark `run`, judged dead (a follower that stopped renewing its writer lease), failed
+    with `reason` in its event log.
 
     Dagster's run monitoring does this only when the daemon runs with monitoring enabled and
     after its own timeout; the driver and `replicate` must free the flow at once.

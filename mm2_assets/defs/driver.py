@@ -28,8 +28,19 @@ A tick with nothing to do requests nothing, so no run and no Spark session start
 With `mm2assets.replication.mode = follow`, 1. and 2. are the follower run's job: the driver
 only keeps one follower run of the flow alive (`follower_request`: started when none runs,
 its successor requested once it is `mm2assets.follower.max.age.seconds` old, restarted with
-back-off after a failure or when its process died), announces its recovery
+back-off after a failure or once it is dead), announces its recovery
 once a restarted follower has been up `mm2assets.follower.stable.seconds`, and still does 0.
+
+A follower run is dead once it stopped renewing the flow's writer lease on the target
+(`FollowerLiveness`): the driver reads the lease once a tick while a follower run is in
+flight, and a run whose lease record stayed the same for `mm2assets.writer.lease.timeout.ms`
+(by the driver's clock, between two successful reads) is marked failed, its pool slot freed,
+and the run failure alert says so. A live follower renews every fifth of the lease timeout, so
+it is never judged dead; one that died is judged dead no earlier than the lease timeout after
+its last renewal and no later than the lease timeout plus two ticks (the first tick to see its
+last record, then the lease timeout rounded up to ticks; default 10 + 2 x 30 s). While the
+target does not answer the tick's probe or the read fails, no follower is judged dead, and the
+count starts over once it answers.
 
 Work that failed is not requested again on every tick: after failed runs in a row the next
 request waits a back-off that doubles per failure, from the tick up to 10 minutes, with
@@ -37,11 +48,13 @@ jitter (`retry_hold`). The alerts say so once per incident (`run_failure_alerts`
 when it heals (`run_recovery_alerts`, or the driver for a follower).
 
 Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed},
-"watch": {...}, "recovered": run id, "started": ts, "retention_failing": bool}` — when each
-interval-driven piece of work was last requested (or evaluated, for the checks), each check's
-last verdict, the watch's incidents (`watch.Watch.state`), the follower run last announced as
-recovered, the driver's first tick (the start of its grace period) and whether deleting
-expired runs failed at the last tick.
+"watch": {...}, "recovered": run id, "started": ts, "retention_failing": bool, "lease":
+{"record": ..., "since": ts}}` — when each interval-driven piece of work was last requested
+(or evaluated, for the checks), each check's last verdict, the watch's incidents
+(`watch.Watch.state`), the follower run last announced as recovered, the driver's first tick
+(the start of its grace period), whether deleting expired runs failed at the last tick, and
+the writer lease record last read and since when it has not changed (follow mode, while a
+follower run is in flight).
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -59,6 +72,7 @@ from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.defs.dagster_compat import ensure_pool_limit, sensor_min_interval
 from mm2_assets.defs.health.watch import watch_flow
 from mm2_assets.defs.replication.follower import (
+    FollowerLiveness,
     follower_recovery,
     follower_request,
     handed_over,
@@ -141,6 +155,8 @@ class DriverTick:
     notes: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     retention_failing: bool = False
+    lease: dict[str, Any] | None = None
+    """The follower liveness watch for the next tick (`FollowerLiveness.state`)."""
 
     @property
     def flow(self) -> FlowConfig:
@@ -161,14 +177,26 @@ class DriverTick:
         """A line for the tick's skip reason or log."""
         self.notes.append(f"{self.flow.name}: {text}")
 
-    def keep_follower(self) -> str | None:
+    def keep_follower(self, target_reachable: bool) -> str | None:
         """Follow mode: keep one follower run alive and announce its recovery once; the run id
-        last announced as recovered."""
+        last announced as recovered. `target_reachable`: whether the target answered this
+        tick's probe (else the writer lease is not read and no follower is judged dead)."""
         flow, instance, follower = self.flow, self.context.instance, self.plan.follower
         assert follower is not None
-        request, note = follower_request(
-            instance, flow, follower.name, base_delay=self.plan.tick, now=self.now
+        liveness = FollowerLiveness(
+            flow, self.state.get("lease"), self.now, readable=target_reachable
         )
+        request, note = follower_request(
+            instance,
+            flow,
+            follower.name,
+            base_delay=self.plan.tick,
+            now=self.now,
+            liveness=liveness,
+        )
+        self.lease = liveness.state
+        if liveness.note is not None:
+            self.note(liveness.note)
         self.note(note)
         if request is not None:
             self.run_requests.append(request)
@@ -333,7 +361,8 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
 
     recovered_run = state.get("recovered")  # the follower run last announced as recovered
     if not plan.batch:
-        recovered_run = tick.keep_follower()
+        unreachable = watched.state.get("unreachable") or {}
+        recovered_run = tick.keep_follower(flow.target.alias not in unreachable)
     elif plan.replicated_topics is not None and plan.partitions is not None:
         tick.replicate_new_data(watched.snapshot)
     tick.interval_work()
@@ -348,6 +377,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
             "recovered": recovered_run,
             "started": started,
             "retention_failing": tick.retention_failing,
+            "lease": tick.lease,
         }
     )
     if not tick.run_requests:

@@ -416,7 +416,9 @@ class FlowSettings:
         "One writer copies a flow at a time (a follower or a pass, whatever started it). A "
         "writer renews its hold on the flow every fifth of this; one that stopped renewing "
         "this long (killed, hung, cut off from the target) is taken over by a waiting writer, "
-        "which first fences every transactional id the flow's writers used (ms).",
+        "which first fences every transactional id the flow's writers used; a follower run "
+        "that stopped renewing this long is judged dead by the replication driver, wherever "
+        "it runs (ms).",
         blank_is_default=True,
     )
     mm2assets_writer_wait_seconds: int = flow_setting(

@@ -6,9 +6,10 @@ holds the flow's writer lease: the latest record for the flow in the lease topic
 by a producer with the flow's lease transactional id (`lease_transactional_id`), and a writer
 initialises that producer, then reads the latest record, then commits its own: initialising
 fences every other writer of the lease, so the read-then-commit is a compare-and-set. The
-holder renews the record every `renew_interval` seconds; a waiter that has seen the same
+holder renews the record every fifth of the lease timeout; a waiter that has seen the same
 record for the whole lease timeout (by its own clock, counting only while it could read the
-topic) takes the lease over.
+topic) takes the lease over. The same rule tells whether a holder is alive at all, from any host
+or container (`LeaseWatch.holder_alive`): the replication driver judges its follower runs so.
 
 A new holder first fences every copy-task transactional id the flow's writers ever used
 (`writer_transactional_id(flow, 0 .. slots - 1)`, `slots` kept in the lease record as the
@@ -244,12 +245,18 @@ def first_record(flow: str) -> LeaseRecord:
 
 
 class LeaseWatch:
-    """A waiter's judgement of whether the lease it keeps reading is free to take.
+    """A waiter's judgement of whether the lease it keeps reading is free to take, and a
+    judge's of whether its holder is alive.
 
     Free when never held or released; expired once the same record has been seen for
     `timeout` seconds of the waiter's own clock with every read in between succeeding (a
     read that failed restarts the count: a cluster that was unreachable for both holder and
-    waiter must not hand the lease over the moment it comes back).
+    waiter must not hand the lease over the moment it comes back). A live holder renews every
+    fifth of `timeout`, so an expired record is one whose holder stopped renewing (killed,
+    hung, or cut off from the target), wherever it runs.
+
+    A judge that reads the lease from one process to the next (the replication driver, once a
+    tick) keeps the watch between reads with `state` and `restored`.
     """
 
     def __init__(self, timeout: float) -> None:
@@ -268,9 +275,44 @@ class LeaseWatch:
         if record != self._seen:
             self._seen, self._since = record, now
             return False
+        return self._expired(now)
+
+    def _expired(self, now: float) -> bool:
         return now - self._since >= self.timeout
+
+    def holder_alive(self, what: str, now: float) -> bool | None:
+        """Whether the holder doing `what` (e.g. `follower run <run id>`) is alive, as the
+        reads so far tell: True while it holds the record last read and that record changed
+        less than `timeout` ago; False once it has stayed the same for `timeout` (the holder
+        stopped renewing: a waiter would take the lease over); None when that cannot be told
+        from the lease: the last read failed, or `what` does not hold it (released, someone
+        else's, never held)."""
+        seen = self._seen
+        if seen is None or seen.released or seen.holder.what != what:
+            return None
+        return not self._expired(now)
 
     @property
     def seen(self) -> LeaseRecord | None:
         """The last record read."""
         return self._seen
+
+    def state(self) -> dict[str, object] | None:
+        """The watch as JSON-able data for `restored` (None: nothing seen, or the last read
+        failed, which restarts the count anyway)."""
+        if self._seen is None:
+            return None
+        return {"record": self._seen.record_value().decode(), "since": self._since}
+
+    @classmethod
+    def restored(cls, timeout: float, flow: str, state: object) -> LeaseWatch:
+        """A watch of `flow`'s lease that continues from `state` (a fresh one when `state` is
+        missing or unreadable)."""
+        watch = cls(timeout)
+        if isinstance(state, dict):
+            try:
+                record = LeaseRecord.from_record(lease_key(flow), str(state["record"]).encode())
+                watch._seen, watch._since = record, float(state["since"])
+            except (KeyError, TypeError, ValueError):
+                pass  # an unreadable cursor: the count starts over, which never judges early
+        return watch

@@ -157,19 +157,25 @@ def read_slot_layout(
     return slot if ours and slot.current_for(record) else None
 
 
-def _read_once(consumer_config: Mapping[str, str], topic: str, flow: str) -> LeaseRecord:
+def _read_once(
+    consumer_config: Mapping[str, str], topic: str, flow: str, timeout: float = READ_TIMEOUT_S
+) -> LeaseRecord:
     consumer = _lease_consumer(consumer_config)
     try:
-        return read_lease(consumer, topic, flow, READ_TIMEOUT_S)
+        return read_lease(consumer, topic, flow, timeout)
     finally:
         consumer.close()
 
 
-def current_lease(flow: FlowConfig) -> LeaseRecord:
+def current_lease(flow: FlowConfig, timeout: float = READ_TIMEOUT_S) -> LeaseRecord:
     """The flow's writer lease as it stands: who holds it (or held it last), since which epoch,
-    and the highest copy-task count any writer used."""
+    and the highest copy-task count any writer used. Raises KafkaException or TopicReadError
+    when the target does not answer within about `timeout` seconds."""
     return _read_once(
-        client_config(flow, "target", "consumer"), lease_topic(flow.source.alias), flow.name
+        client_config(flow, "target", "consumer"),
+        lease_topic(flow.source.alias),
+        flow.name,
+        timeout,
     )
 
 

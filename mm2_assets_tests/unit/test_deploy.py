@@ -3,9 +3,6 @@ errors that need no server."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -16,7 +13,6 @@ from mm2_assets.cli import main
 from mm2_assets.definitions import load_definitions
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.dagster_compat import claim_pool_slot, pool_holders
-from mm2_assets.defs.replication.follower import HOST_TAG, PID_TAG
 from mm2_assets.deploy.instance import PRODUCTION_CONFIG, init_instance
 from mm2_assets.deploy.postgres import PostgresError, server_binaries
 from mm2_assets.kafka.clients import load_checked_config
@@ -91,39 +87,35 @@ def test_every_copying_step_is_in_its_flows_replication_pool() -> None:
     ]
 
 
-@pytest.mark.parametrize("alive", [True, False])
-def test_replicate_frees_a_dead_followers_pool_slot_and_refuses_a_live_one(
-    tmp_path: Path, alive: bool
+@pytest.mark.parametrize("ended", [True, False])
+def test_replicate_frees_an_ended_runs_pool_slot_and_refuses_a_live_one(
+    tmp_path: Path, ended: bool
 ) -> None:
-    """`mm2-assets replicate` would wait for ever behind a follower holding the flow's slot."""
+    """`mm2-assets replicate` would wait for ever behind a run holding the flow's slot. (A
+    follower run is judged by its writer lease: `integration/test_follower_liveness.py`.)"""
     init_instance(tmp_path, postgres=False)
     flow = load_checked_config(DEMO_CONFIG).flows[0]
     pool = replication_pool(flow)
-    exited = subprocess.Popen(["true"])
-    exited.wait()
-    pid = os.getpid() if alive else exited.pid
     instance = dg.DagsterInstance.from_config(str(tmp_path))
     try:
         run = instance.add_run(
             dg.DagsterRun(
-                job_name=f"{flow.key}__follower",
-                status=dg.DagsterRunStatus.STARTED,
-                tags={PID_TAG: str(pid), HOST_TAG: socket.gethostname()},
+                job_name="__ASSET_JOB",
+                status=dg.DagsterRunStatus.FAILURE if ended else dg.DagsterRunStatus.STARTED,
             )
         )
-        assert claim_pool_slot(instance, pool, run.run_id, "follow")
-        if alive:
+        assert claim_pool_slot(instance, pool, run.run_id, "copy")
+        if not ended:
             with pytest.raises(UsageError) as error:
                 check_pool_free(flow, instance)
             assert str(error.value) == (
-                f"flow {flow.name}: run {run.run_id} ({flow.key}__follower, STARTED) holds the "
+                f"flow {flow.name}: run {run.run_id} (__ASSET_JOB, STARTED) holds the "
                 f"flow's replication pool {pool}; a pass waits until it ends: stop it (Dagster "
                 "UI, or SIGTERM) or let it finish, then run `replicate` again"
             )
             assert pool_holders(instance, pool) == {run.run_id}
         else:
             check_pool_free(flow, instance)
-            assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
             assert pool_holders(instance, pool) == set()
     finally:
         instance.dispose()

@@ -109,3 +109,65 @@ def test_a_slot_layout_round_trips_and_is_current_only_for_its_holding_and_gener
     assert not layout.current_for(held.taken_by(YOU, 2, now=4.0).next_generation(5.0))
     with pytest.raises(ValueError, match="slot layout"):
         SlotLayout.from_record(layout.record_key(), b'{"epoch": 1}')
+
+
+def judge(watch_state: object, record: LeaseRecord | None, now: float) -> tuple[object, object]:
+    """One judge's read from a restored watch, as the driver does once a tick: (verdict on
+    ME, the state for the next read)."""
+    watch = LeaseWatch.restored(10, "f", watch_state)
+    watch.observe(record, now)
+    return watch.holder_alive(ME.what, now), watch.state()
+
+
+def test_a_holder_that_renews_is_alive_from_read_to_read_wherever_it_runs() -> None:
+    """Host and pid play no part: only whether the holder's record keeps changing."""
+    record = first_record("f").taken_by(ME, 1, now=0.0)
+    state: object = None
+    for t in range(0, 120, 30):  # a driver tick every 30 s, the holder renewing every 2 s
+        record = record.renewed(float(t))
+        verdict, state = judge(state, record, float(t))
+        assert verdict is True
+
+
+def test_a_holder_that_stopped_renewing_is_dead_once_its_record_stayed_for_the_timeout() -> None:
+    record = first_record("f").taken_by(ME, 1, now=0.0).renewed(5.0)
+    verdict, state = judge(None, record, 100.0)
+    assert verdict is True  # first seen now: it may have renewed just before
+    verdict, state = judge(state, record, 109.9)
+    assert verdict is True
+    verdict, state = judge(state, record, 110.0)
+    assert verdict is False
+    # A record of its that changed (a renewal after all) starts the count over.
+    verdict, state = judge(state, record.renewed(111.0), 111.0)
+    assert verdict is True
+
+
+def test_a_failed_read_makes_the_verdict_unknown_and_restarts_the_count() -> None:
+    """The target unreachable: a holder that could not renew either is not judged dead, now
+    nor the moment the target answers again."""
+    record = first_record("f").taken_by(ME, 1, now=0.0)
+    _, state = judge(None, record, 0.0)
+    verdict, state = judge(state, None, 60.0)
+    assert verdict is None and state is None
+    verdict, state = judge(state, record, 120.0)
+    assert verdict is True
+    verdict, _ = judge(state, record, 130.0)
+    assert verdict is False
+
+
+def test_nothing_is_told_of_a_run_that_does_not_hold_the_lease() -> None:
+    """Starting, waiting as a standby, stopping after it gave the lease up: unknown."""
+    mine = first_record("f").taken_by(ME, 1, now=0.0)
+    for record in (first_record("f"), mine.taken_by(YOU, 1, now=1.0), mine.release(1.0)):
+        _, state = judge(None, record, 0.0)
+        verdict, _ = judge(state, record, 1000.0)
+        assert verdict is None
+
+
+def test_an_unreadable_watch_state_starts_over() -> None:
+    record = first_record("f").taken_by(ME, 1, now=0.0)
+    for state in ({"record": "{", "since": 0}, {"since": 0}, "x", None):
+        watch = LeaseWatch.restored(10, "f", state)
+        assert watch.seen is None
+        watch.observe(record, 100.0)
+        assert watch.holder_alive(ME.what, 100.0) is True

@@ -13,8 +13,12 @@ does shows up on the flow's assets as it happens:
   count),
   `checkpoints`, `synced_group_offsets` and `topic_configs` (per topic).
 
-The op records its process id and host as run tags, so the replication driver can tell a
-follower that died without a word (SIGKILL, OOM) from one that runs, and restart it.
+A follower run holds the flow's writer lease on the target as `follower run <run id>`
+(`follower_holder`) and renews it every fifth of `mm2assets.writer.lease.timeout.ms`. That is
+how the replication driver tells a follower that died without a word (SIGKILL, OOM, a lost
+host or container) from one that runs, wherever either of them runs (`FollowerLiveness`), and
+restarts it. The op's process id and host are run tags for operators only: a pid names no
+process on another host or in another container's pid namespace, and may name a new one.
 
 A follower run `mm2assets.follower.max.age.seconds` old hands over: the driver requests its
 successor (trigger `hand-over`), and the old run, once it sees the successor queued or
@@ -71,20 +75,30 @@ from mm2_assets.defs.run_requests import (
 from mm2_assets.defs.topic_configs.assets import sync_metadata, topic_metadata
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.plugins import call_with_timeout
+from mm2_assets.mm2.writer_lease import LeaseRecord, LeaseWatch
 from mm2_assets.replication.heartbeats import HeartbeatEmission
 from mm2_assets.replication.replication_plan import ReplicationPlan
 from mm2_assets.replication.source_hazards import SourceHazards, hazard_warnings
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult
 from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+from mm2_assets.stores.writer_lease import current_lease
 
 PID_TAG = "mm2-assets/follower-pid"
-"""Run tag: the process id of the follower run's worker."""
+"""Run tag: the process id of the follower run's worker (for operators; liveness is judged by
+the writer lease, `FollowerLiveness`)."""
 HOST_TAG = "mm2-assets/follower-host"
-"""Run tag: the host the follower run's worker runs on."""
+"""Run tag: the host the follower run's worker runs on (for operators, as `PID_TAG`)."""
 HANDED_OVER_TAG = "mm2-assets/handed-over"
 """Run tag of a follower run that stopped at its maximum age for the next one to take over."""
-FOLLOWER_GONE = "the follower's process is gone (killed?)"
-"""Why a follower run whose process is gone is marked failed."""
+FOLLOWER_GONE = (
+    "the follower stopped renewing its writer lease (killed, hung, or cut off from the target "
+    "cluster)"
+)
+"""Why a follower run judged dead (`FollowerLiveness`) is marked failed."""
+LEASE_READ_S = 5.0
+"""Bound of the driver's read of the writer lease (once a tick, after the target answered its
+probe: one partition of a few hundred records takes well under a second)."""
 
 
 class DagsterFollowerReporter(FollowerReporter):
@@ -272,6 +286,11 @@ class StopOnSignals:
             signal.signal(signum, handler)
 
 
+def follower_job_name(flow: FlowConfig) -> str:
+    """The name of `flow`'s follower job."""
+    return f"{flow.key}__follower"
+
+
 def follower_job(
     flow: FlowConfig,
     *,
@@ -286,7 +305,7 @@ def follower_job(
     follow = _follow_op(flow, partitions=partitions, keys=keys)
 
     @dg.job(
-        name=f"{flow.key}__follower",
+        name=follower_job_name(flow),
         description=(
             f"Continuous replication of flow {flow.name} ({flow.source.alias} -> "
             f"{flow.target.alias}), kept running by the flow's replication driver."
@@ -343,7 +362,7 @@ def _follow_op(
                 flow,
                 spark.for_copy,
                 reporter,
-                what=f"follower run {context.run_id}",
+                what=follower_holder(context.run_id),
                 topics=topics,
                 groups=groups,
                 local_slots=spark.local_slots(),
@@ -411,30 +430,110 @@ def handed_over(run: dg.DagsterRun) -> bool:
     return run.tags.get(HANDED_OVER_TAG) == "true" and run.status == dg.DagsterRunStatus.SUCCESS
 
 
-def follower_alive(tags: dict[str, str]) -> bool | None:
-    """Whether the follower run with these tags still has a live process: None when that
-    cannot be told from here (no pid yet, or another host)."""
-    pid, host = tags.get(PID_TAG), tags.get(HOST_TAG)
-    if not pid or host != socket.gethostname():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return None
-    return True
+def follower_holder(run_id: str) -> str:
+    """What the writer lease's holder says it does while follower run `run_id` holds it."""
+    return f"follower run {run_id}"
+
+
+class FollowerLiveness:
+    """Whether a flow's follower runs are alive, judged by the flow's writer lease on the
+    target, so that it holds across hosts and containers (no process id, no host name).
+
+    A follower run is alive while the lease holder that is that run (`follower_holder`) renews
+    its record; dead once that record has stayed the same for the lease timeout
+    (`mm2assets.writer.lease.timeout.ms`) by the judge's own clock, every read in between
+    succeeding: the rule by which a waiting writer takes the lease over (`LeaseWatch`). The
+    verdict is unknown (None), and the run never judged dead, when the lease cannot be read
+    (`readable` False: the target did not answer this tick's probe; or the read failed, which
+    also restarts the count), and for a run that does not hold the lease: still starting,
+    waiting as a standby, stopping after it gave the lease up, or of a flow that is not
+    enabled (heartbeats only, no lease).
+
+    The lease is read at most once per instance, when a run is first asked about; `state`
+    carries the watch to the next instance (the driver keeps it in its cursor, from tick to
+    tick). `now` is the judge's clock, the same kind from one instance to the next.
+    """
+
+    def __init__(
+        self, flow: FlowConfig, state: object, now: float, *, readable: bool = True
+    ) -> None:
+        self.flow = flow
+        self.now = now
+        self.readable = readable
+        self.watch = LeaseWatch.restored(
+            flow.mm2assets_writer_lease_timeout_ms / 1000, flow.name, state
+        )
+        self.note: str | None = None
+        """Why the lease could not be read, for the tick's log."""
+        self._read = False
+
+    def alive(self, run_id: str) -> bool | None:
+        """Whether follower run `run_id` is alive (None: unknown, see the class docstring)."""
+        if not self._read:
+            self._read = True
+            self.watch.observe(self._read_lease(), self.now)
+        return self.watch.holder_alive(follower_holder(run_id), self.now)
+
+    def _read_lease(self) -> LeaseRecord | None:
+        if not self.readable:
+            self.note = "follower liveness unknown: the target cluster is unreachable"
+            return None
+        flow = self.flow
+        try:
+            return call_with_timeout(
+                f"{flow.name}: reading the writer lease",
+                lambda: current_lease(flow, timeout=LEASE_READ_S),
+                LEASE_READ_S * 2 + 2,  # the end offsets, then the records: each bounded
+            )
+        except Exception as exc:  # whatever went wrong, the verdict is unknown, never "dead"
+            self.note = f"follower liveness unknown: reading the writer lease failed: {exc}"
+            return None
+
+    @property
+    def state(self) -> dict[str, object] | None:
+        """The watch for the next judge to continue (None when the lease was not read: the
+        next one starts over, so a gap in the reads never counts towards a verdict)."""
+        return self.watch.state() if self._read else None
+
+
+def follower_verdict(flow: FlowConfig, run_id: str) -> bool | None:
+    """Whether follower run `run_id` is alive, for a one-shot command that keeps no state
+    between calls (`mm2-assets replicate`): the lease read until it tells, within about the
+    lease timeout: True once the run's record was seen renewed, False once it stayed the same
+    for the timeout, None at once when the run does not hold the lease or it cannot be read."""
+    timeout = flow.mm2assets_writer_lease_timeout_ms / 1000
+    first: LeaseRecord | None = None
+    state: object = None
+    while True:
+        liveness = FollowerLiveness(flow, state, time.monotonic())
+        verdict = liveness.alive(run_id)
+        seen = liveness.watch.seen
+        if verdict is not True:
+            return verdict
+        if first is None:
+            first = seen
+        elif seen != first:
+            return True
+        state = liveness.state
+        time.sleep(max(0.1, timeout / 10))
 
 
 def follower_request(
-    instance: dg.DagsterInstance, flow: FlowConfig, job_name: str, *, base_delay: float, now: float
+    instance: dg.DagsterInstance,
+    flow: FlowConfig,
+    job_name: str,
+    *,
+    base_delay: float,
+    now: float,
+    liveness: FollowerLiveness,
 ) -> tuple[dg.RunRequest | None, str]:
     """The run request that keeps one follower of `flow` alive, or None and why not.
 
-    A follower run in flight is left alone, unless its process is gone (killed without a
-    word): that run is marked failed. After failed runs the next start waits a back-off that
-    doubles per failure in a row (from `base_delay`, up to 10 minutes, with jitter); a run
-    that was up `mm2assets.follower.stable.seconds` before failing starts a new streak.
+    A follower run in flight is left alone, unless `liveness` judges it dead (it stopped
+    renewing its writer lease: killed without a word, hung, cut off from the target): that run
+    is marked failed. After failed runs the next start waits a back-off that doubles per
+    failure in a row (from `base_delay`, up to 10 minutes, with jitter); a run that was up
+    `mm2assets.follower.stable.seconds` before failing starts a new streak.
     """
     records = work_history(instance, flow, WORK_FOLLOW)
     gone: set[str] = set()
@@ -443,7 +542,7 @@ def follower_request(
         run = record.dagster_run
         if run.status not in IN_PROGRESS:
             continue
-        if follower_alive(run.tags) is False:
+        if liveness.alive(run.run_id) is False:
             mark_run_failed(instance, run, FOLLOWER_GONE)
             # Its pool slot is stale: free it now, so the restart need not wait for the
             # daemon's run monitoring.
