@@ -358,12 +358,12 @@ def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
     primary, backup, write_mm2_config, spark_resource, refresh_s: int
 ) -> None:
     """A 4-partition topic deleted and at once recreated while a follower copies it, then
-    32,000 records written to the new topic at once: on the target, each partition holds the
+    6,400 records written to the new topic at once (more than the old one had): on the target, each partition holds the
     old topic's records then the new topic's, each exactly once, whenever the follower's
     topic refresh re-lays the copy out (soon, or long after its copy met the new topic)."""
     partitions = 4
     topic = f"{unique('again')}-t"
-    old = create_filled_topic(primary, topic, spread(20_000, "old", partitions))
+    old = create_filled_topic(primary, topic, spread(4_000, "old", partitions))
     config = follower_config(
         write_mm2_config,
         topic.rsplit("-", 1)[0],
@@ -379,7 +379,7 @@ def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
         wait_for("the old topic copied", replicated(primary, backup, topic, partitions), 120)
         recreate_at_once(primary, topic, partitions)
         # More than the old topic had: a copy going on at its old position would skip some.
-        new = spread(32_000, "new", partitions)
+        new = spread(6_400, "new", partitions)
         produce(primary, topic, new)
         olds, news = by_partition(old), by_partition(new)
         expected = {p: olds[p] + news[p] for p in range(partitions)}
