@@ -256,6 +256,14 @@ def committed_progress(
     )
 
 
+def producer_config(
+    spec: CopyTaskSpec, defaults: Mapping[str, object] | None = None
+) -> dict[str, object]:
+    """The task's producer settings: the copy's defaults, `defaults` (its copier's) over them,
+    the target's producer settings over both."""
+    return {**_PRODUCER_DEFAULTS, **(defaults or {}), **spec.target_producer}
+
+
 def start_transactional_producer(
     spec: CopyTaskSpec, defaults: Mapping[str, object] | None = None
 ) -> Producer:
@@ -269,11 +277,7 @@ def start_transactional_producer(
     lost it while initialising copies nothing: the new holder fenced this id before or will
     find its own fenced by it, see `mm2.writer_lease`)."""
     _check_lease(spec)
-    config = {
-        **_PRODUCER_DEFAULTS,
-        **(defaults or {}),
-        **spec.target_producer,
-    }
+    config = producer_config(spec, defaults)
     try:
         producer = init_transactional_producer(
             config, spec.transactional_id, topic=spec.progress_topic

@@ -358,9 +358,10 @@ def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
     primary, backup, write_mm2_config, spark_resource, refresh_s: int
 ) -> None:
     """A 4-partition topic deleted and at once recreated while a follower copies it, then
-    6,400 records written to the new topic at once (more than the old one had): on the target, each partition holds the
-    old topic's records then the new topic's, each exactly once, whenever the follower's
-    topic refresh re-lays the copy out (soon, or long after its copy met the new topic)."""
+    6,400 records written to the new topic at once (more than the old one had): on the
+    target, each partition holds the old topic's records then the new topic's, each exactly
+    once, whenever the follower's topic refresh re-lays the copy out (soon, or long after its
+    copy met the new topic)."""
     partitions = 4
     topic = f"{unique('again')}-t"
     old = create_filled_topic(primary, topic, spread(4_000, "old", partitions))
