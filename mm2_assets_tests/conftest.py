@@ -65,6 +65,7 @@ MODULE_SECONDS = {
     "test_exact_failover": 40,
     "test_follower_liveness": 25,
     "test_checkpoint_writers": 17,
+    "test_spark_secrets": 7,
     "test_component": 37,
     "test_local_clusters": 23,
     "test_topic_configs": 20,

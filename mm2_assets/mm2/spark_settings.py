@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.frozen import FrozenMapping
-from mm2_assets.mm2.secrets import is_secret_key, mask
+from mm2_assets.mm2.secrets import HIDDEN, is_secret_key, mask
 from mm2_assets.mm2.settings import STRING, Kind, Setting, SettingValueError
 
 __all__ = [
@@ -31,6 +31,8 @@ __all__ = [
     "SparkSettings",
     "check_not_scoped",
     "local_slots",
+    "masked_remote",
+    "remote_secrets",
     "spark_settings",
 ]
 
@@ -51,6 +53,38 @@ _MASTER = re.compile(
     r"|k8s://\S+"
 )
 _REMOTE = re.compile(r"sc://[^\s/:;]+(:\d+)?/?(;\S*)?")
+
+
+def _remote_params(url: str) -> list[tuple[str, str | None]]:
+    """(name, value) of a Spark Connect URL's parameters (`sc://h:p/;a=b;c=d`); None: a
+    parameter without `=`."""
+    _head, sep, params = url.partition(";")
+    if not sep:
+        return []
+    out: list[tuple[str, str | None]] = []
+    for param in params.split(";"):
+        name, equals, value = param.partition("=")
+        out.append((name, value if equals else None))
+    return out
+
+
+def remote_secrets(url: str) -> list[str]:
+    """The values of a Spark Connect URL's secret parameters (see `masked_remote`)."""
+    return [v for n, v in _remote_params(url) if v and is_secret_key(n.strip())]
+
+
+def masked_remote(url: str) -> str:
+    """A Spark Connect URL as it may be shown, stored or logged: the values of its secret
+    parameters (`;token=...`, any name the project's secret rule covers, `is_secret_key`)
+    `[hidden]`, the rest (host, port, `user_id`, `use_ssl`, `session_id`) kept."""
+    params = _remote_params(url)
+    if not params:
+        return url
+    shown = [
+        name if value is None else f"{name}={HIDDEN if is_secret_key(name.strip()) else value}"
+        for name, value in params
+    ]
+    return f"{url.partition(';')[0]};{';'.join(shown)}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +126,8 @@ SPARK_REMOTE = Setting(
     _Remote(),
     "",
     f"Global: a Spark Connect server to run the copy job on instead of a master; "
-    f"`${REMOTE_ENV}` wins over it (and over any master).",
+    f"`${REMOTE_ENV}` wins over it (and over any master). The values of secret parameters "
+    "(`;token=...`) are never shown: resource config, logs and errors show `[hidden]`.",
 )
 SPARK_CONF = Setting(
     f"{CONF_PREFIX}<key>",
@@ -137,7 +172,8 @@ class SparkSettings:
 
     def describe(self) -> str:
         """Where the copy runs, for log lines and messages (never a secret)."""
-        where = f"Spark Connect {self.remote}" if self.remote else f"master {self.master}"
+        remote = self.remote and masked_remote(self.remote)
+        where = f"Spark Connect {remote}" if remote else f"master {self.master}"
         return f"{where} (from {self.origin})"
 
 
@@ -166,11 +202,12 @@ def check_not_scoped(key: str, value: str, source: str) -> None:
 
 def _parse(setting: Setting, key: str, value: str, where: str) -> str:
     """`value` parsed by `setting`; MM2ConfigError from `where` (the file or the environment)
-    naming `key` when it is bad."""
+    naming `key` when it is bad (a Spark Connect URL's secrets masked)."""
     try:
         return str(setting.parse(value, key))
     except SettingValueError as exc:
-        raise MM2ConfigError(exc.reason, source=where, key=key, value=value) from exc
+        shown = masked_remote(value) if setting is SPARK_REMOTE else value
+        raise MM2ConfigError(exc.reason, source=where, key=key, value=shown) from exc
 
 
 def _spark_conf(props: Mapping[str, str], source: str) -> dict[str, str]:
@@ -221,7 +258,7 @@ def spark_settings(
             f"set either {SPARK_MASTER.key} or {SPARK_REMOTE.key}, not both",
             source=source,
             key=SPARK_REMOTE.key,
-            value=remote,
+            value=masked_remote(remote),
         )
     origin = source if SPARK_MASTER.key in props or remote else "default"
     env = environ or {}

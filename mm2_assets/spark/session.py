@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mm2_assets.mm2.spark_settings import REMOTE_ENV, SparkSettings, local_slots
+from mm2_assets.mm2.secrets import HIDDEN
+from mm2_assets.mm2.spark_settings import (
+    REMOTE_ENV,
+    SparkSettings,
+    local_slots,
+    masked_remote,
+    remote_secrets,
+)
 from mm2_assets.spark.class_archive import driver_java_options
 
 # The Python daemon of local sessions (it forks their Python workers).
@@ -42,30 +49,56 @@ class SessionSpec:
     process."""
 
     master: str = "local[*]"
+    # A Spark Connect URL with secret parameters holds them `[hidden]` (`masked_remote`):
+    # the session reads the real URL when it starts (`remote_url`).
     remote: str | None = None
     app_name: str = "mm2-assets"
     spark_config: Mapping[str, Any] = field(default_factory=dict)
-    # The MM2 properties file whose secret `mm2assets.spark.conf.*` values the session adds
-    # when it starts (never shown, so never kept in a field that is).
+    # The MM2 properties file whose secret values (`mm2assets.spark.conf.*` of secret keys, a
+    # Connect URL's token) the session reads when it starts: never kept in a field, which
+    # Dagster would show.
     secret_config_file: str | None = None
 
     @classmethod
     def from_settings(cls, settings: SparkSettings, config_file: Path | None) -> SessionSpec:
         """The session of `settings` (`MM2Config.spark`) of the file `config_file`."""
+        remote = settings.remote and masked_remote(settings.remote)
+        secret = bool(settings.secret_conf()) or remote != settings.remote
         return cls(
             master=settings.master,
-            remote=settings.remote,
+            remote=remote,
             spark_config=settings.public_conf(),
-            secret_config_file=str(config_file) if config_file and settings.secret_conf() else None,
+            secret_config_file=str(config_file) if config_file and secret else None,
         )
 
     def remote_url(self) -> str | None:
-        """The Spark Connect server runs use: `remote`, else `$SPARK_REMOTE`, else None."""
+        """The Spark Connect server runs use: `remote`, else `$SPARK_REMOTE`, else None; a
+        `remote` with hidden secrets is read again, whole, from `$SPARK_REMOTE` or the
+        `secret_config_file` (the one whose secrets it hides). Secret: never show it."""
         remote = self.remote or os.environ.get(REMOTE_ENV) or None
         if remote is not None and not remote.startswith("sc://"):
             source = "remote" if self.remote else f"${REMOTE_ENV}"
-            raise ValueError(f"{source} must be a Spark Connect URL, sc://host:port: {remote!r}")
+            raise ValueError(
+                f"{source} must be a Spark Connect URL, sc://host:port: {masked_remote(remote)!r}"
+            )
+        if remote is not None and HIDDEN in remote:
+            return self._secret_remote(remote)
         return remote
+
+    def _secret_remote(self, masked: str) -> str:
+        """The Connect URL whose shown form is `masked`, from where it was configured."""
+        candidates = [os.environ.get(REMOTE_ENV)]
+        if self.secret_config_file is not None:
+            from mm2_assets.mm2.config import load_mm2_config
+
+            candidates.append(load_mm2_config(self.secret_config_file).spark.remote)
+        for candidate in candidates:
+            if candidate and masked_remote(candidate) == masked:
+                return candidate
+        raise ValueError(
+            f"the Spark Connect URL {masked} hides a secret that neither ${REMOTE_ENV} nor "
+            f"{self.secret_config_file or 'a config file'} (mm2assets.spark.remote) holds now"
+        )
 
     def _secret_config(self) -> dict[str, str]:
         if self.secret_config_file is None:
@@ -109,8 +142,18 @@ class SessionSpec:
         if remote is not None:
             from mm2_assets.spark.connect_session import connect_session
 
-            # The server's Python workers get this package from the session (see there).
-            return connect_session(remote, conf)
+            shown = masked_remote(remote)
+            if shown == remote:
+                # The server's Python workers get this package from the session (see there).
+                return connect_session(remote, conf)
+            try:
+                return connect_session(remote, conf)
+            except Exception as exc:
+                # PySpark's errors may quote the URL: the token must not reach a log or the UI.
+                message = str(exc).replace(remote, shown)
+                for secret in remote_secrets(remote):
+                    message = message.replace(secret, HIDDEN)
+                raise SparkConnectError(f"Spark Connect {shown}: {message}") from None
         from pyspark import SparkConf, SparkContext
 
         # Workers must import mm2_assets and confluent_kafka: use this interpreter.
@@ -122,6 +165,11 @@ class SessionSpec:
             # Executors elsewhere import mm2_assets from this zip, first on their path.
             context.addPyFile(str(package_zip()))
         return context
+
+
+class SparkConnectError(RuntimeError):
+    """Starting a Spark Connect session failed (the message shows the URL without its
+    secrets)."""
 
 
 class LazySession:
