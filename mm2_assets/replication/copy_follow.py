@@ -241,7 +241,11 @@ class FollowCopier(Copier):
         ]
         progress = committed_progress(spec, unread) if unread else {}
         started_at = time.time()
-        self.lanes[:] = kept + start_lanes(spec, added, progress, started_at)
+        started = start_lanes(spec, added, progress, started_at)
+        # A recreated topic's partitions: a consumer that read the old topic may keep its
+        # metadata and fetch nothing of the new one (see `Copier._assign`).
+        self._stale_consumer |= any(lane.result.restarted for lane in started)
+        self.lanes[:] = kept + started
         self.by_partition = {lane.key: lane for lane in self.lanes}
         self.spec = spec
         self.lease_tail.token = spec.lease

@@ -483,7 +483,21 @@ class Copier(ABC):
         self.last_commit = 0.0
         """When the last transaction committed (monotonic)."""
         self.in_txn = False
-        self.consumer = Consumer(
+        self.consumer = self._new_consumer()
+        self._stale_consumer = False
+        """Whether a lane moved to a recreated topic: the consumer is replaced before the
+        next assignment (`_assign`)."""
+        self.syncs = OffsetSyncWriter(
+            flow=spec.flow,
+            topic=spec.offset_syncs_topic,
+            offset_lag_max=spec.offset_lag_max,
+            follows=self.follows,
+            source_producer=None if spec.offset_syncs_on_target else spec.source_producer,
+        )
+
+    def _new_consumer(self) -> Consumer:
+        spec = self.spec
+        return Consumer(
             committed_reader_config(
                 {
                     **_CONSUMER_DEFAULTS,
@@ -502,13 +516,6 @@ class Copier(ABC):
                 {"auto.offset.reset": "error"},
             )
         )
-        self.syncs = OffsetSyncWriter(
-            flow=spec.flow,
-            topic=spec.offset_syncs_topic,
-            offset_lag_max=spec.offset_lag_max,
-            follows=self.follows,
-            source_producer=None if spec.offset_syncs_on_target else spec.source_producer,
-        )
 
     def close(self) -> None:
         """Release the clients; offset syncs bound for the source are flushed first (one
@@ -524,6 +531,12 @@ class Copier(ABC):
             batch.downstream[upstream] = msg.offset()
 
     def _assign(self) -> None:
+        if self._stale_consumer:
+            # librdkafka may keep the old topic's metadata (its id, its leader epochs, which
+            # are higher than the new topic's) and fetch nothing more: start afresh.
+            self.consumer.close()
+            self.consumer = self._new_consumer()
+            self._stale_consumer = False
         assignment = []
         for lane in self.lanes:
             if lane.done:
@@ -598,6 +611,7 @@ class Copier(ABC):
             )
             if now_id is not None:
                 lane.topic_id = now_id
+            self._stale_consumer = True
             # Progress moves back now (written even if nothing is copied, see `_assign`).
             lane.result.next_offset = -1
         elif lane.position < low:
