@@ -56,7 +56,7 @@ MODULE_SECONDS = {
     "test_mm2_cutover": 97,
     "test_dagster_postgres": 94,
     "test_replicated_topics": 84,
-    "test_source_hazards": 100,
+    "test_source_hazards": 118,
     "test_secured_clusters": 71,
     "test_checkpoints": 59,
     "test_scripts": 53,

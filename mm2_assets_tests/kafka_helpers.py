@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,11 +24,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2_assets.local.launcher import (
     LocalCluster,
+    kafka_jvm_options,
     kill_cluster,
     restart_cluster,
     start_clusters,
     stop_cluster,
 )
+from mm2_assets.local.runtime import classpath, java_executable, log4j_config
 from mm2_assets.mm2.wire import Heartbeat
 from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, read_decoded
 
@@ -254,6 +257,35 @@ def tricky_records(partitions: int, per_partition: int, seed: int, ts0: int) -> 
             )
             out.append(Rec(p, key, value, headers, ts0 + p * 1000 + i))
     return out
+
+
+def set_consumer_byte_rate(bootstrap: str, client_id: str, rate: int | None) -> None:
+    """Throttle the fetches of clients with `client_id` to `rate` bytes a second on the
+    cluster (a Kafka client quota), or lift it (None). librdkafka has no client quota API:
+    Kafka's own `kafka-configs` tool sets it."""
+    change = (
+        ["--add-config", f"consumer_byte_rate={rate}"]
+        if rate is not None
+        else ["--delete-config", "consumer_byte_rate"]
+    )
+    command = [
+        java_executable(),
+        *kafka_jvm_options(),
+        f"-Dlog4j2.configurationFile={log4j_config()}",
+        "-cp",
+        classpath(),
+        "kafka.admin.ConfigCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--alter",
+        *change,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client_id,
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, f"kafka-configs failed: {proc.stdout}{proc.stderr}"
 
 
 def delete_records_before(bootstrap: str, topic: str, offset: int, partition: int = 0) -> None:

@@ -1,14 +1,16 @@
 """Source hazards on real brokers: transactional and compacted sources (offset gaps), records
-deleted before they were copied, topics deleted or recreated, records at max.message.bytes."""
+deleted before they were copied, topics deleted or recreated, records at max.message.bytes, a
+source throttled below a batch per transaction timeout."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
@@ -36,6 +38,7 @@ from mm2_assets_tests.kafka_helpers import (
     produce,
     recent_ms,
     send,
+    set_consumer_byte_rate,
     tricky_records,
     unique,
 )
@@ -400,6 +403,93 @@ def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
         assert got[p] == expected[p], (
             f"partition {p}: {len(got[p])} records, {len(expected[p])} expected, {twice} duplicated"
         )
+
+
+THROTTLED_BYTES_PER_S = 20_000
+"""The source's fetch quota for the throttled pass: a 32 MB batch would take half an hour."""
+
+
+def watch_committed(
+    bootstrap: str, topic: str, until: Callable[[], bool]
+) -> list[tuple[float, int]]:
+    """(when, how many) each time the records a read_committed consumer sees of partition 0
+    of `topic` grew, until `until()` is true (and then what it sees at once)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("watch"),
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    seen: list[tuple[float, int]] = []
+    count = 0
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        while True:
+            done = until()
+            messages = consumer.consume(1000, timeout=0.1)
+            assert all(msg.error() is None for msg in messages), messages
+            if messages:
+                count += len(messages)
+                seen.append((time.monotonic(), count))
+            if done:
+                return seen
+    finally:
+        consumer.close()
+
+
+def test_throttled_source_commits_on_time_and_the_pass_finishes_exactly_once(
+    primary, backup, write_mm2_config
+) -> None:
+    # A client quota holds the pass's source consumer to 20 KB/s (after the broker's first
+    # window's worth) and its producer's transactions time out after 2 s: far from the 50,000
+    # records or 32 MB of a batch. A pass that commits only on size keeps its transaction open
+    # through the throttle until the broker aborts it (and so on every attempt); one that
+    # commits on time goes on, and target readers see its records as it goes.
+    topic = unique("throttled")
+    client = unique("throttled-pass")
+    records = [
+        Rec(0, f"k{i}".encode(), f"slow-{i}-".encode() * 100, (("n", str(i).encode()),), TS0 + i)
+        for i in range(400)
+    ]
+    create_topic(primary, topic)
+    # Small record batches: a fetch returns whole batches, and a response larger than the
+    # quota allows in its window is never served (the consumer would wait for ever).
+    producer = Producer({"bootstrap.servers": primary, "linger.ms": 0, "batch.num.messages": 10})
+    for rec in records:
+        send(producer, topic, rec)
+    assert producer.flush(30) == 0
+    timeout_ms = 2000
+    config = load_mm2_config(
+        write_mm2_config(
+            f"primary->backup.source.consumer.client.id = {client}\n"
+            # Small fetches, so the quota paces the copy instead of one fetch taking it all.
+            "primary->backup.source.consumer.max.partition.fetch.bytes = 8192\n"
+            f"primary->backup.target.producer.transaction.timeout.ms = {timeout_ms}\n"
+        )
+    )
+    flow = config.flow("primary->backup")
+    (task,) = assign_tasks(flow, plan_replication(flow, [topic]), 1, None)
+    set_consumer_byte_rate(primary, client, THROTTLED_BYTES_PER_S)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            copying = pool.submit(run_copy_task, task)
+            seen = watch_committed(backup, f"primary.{topic}", copying.done)
+            (result,) = copying.result()  # the pass finished, in one attempt
+            ended = time.monotonic()
+    finally:
+        set_consumer_byte_rate(primary, client, None)
+
+    assert consume_all(backup, f"primary.{topic}", [0])[0] == records  # each once, intact
+    assert (result.records, result.next_offset) == (len(records), len(records))
+    # The throttle held the pass for several transaction timeouts...
+    assert ended - started > 3 * timeout_ms / 1000
+    # ...and read_committed readers saw part of the copy well before it ended.
+    partial = [(at - started, count) for at, count in seen if count < len(records)]
+    assert partial and partial[0][0] < ended - started - timeout_ms / 1000, seen
+    assert result.transactions >= 2
 
 
 def test_follower_survives_deleted_and_recreated_topics_and_reports_gaps(
