@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Message, Producer
+from confluent_kafka import Message
 
 from mm2_assets.replication.copy_follow import commit_due
 from mm2_assets.replication.copy_shared import (
@@ -24,9 +24,7 @@ from mm2_assets.replication.copy_shared import (
     CopyResult,
     CopyTaskSpec,
     Fetched,
-    Lane,
     copy_from_progress,
-    producer_config,
 )
 
 PASS_COMMIT_INTERVAL_S = 5.0
@@ -69,20 +67,13 @@ class PassCopier(Copier):
     end."""
 
     follows = False
+    opened_at = 0.0
+    """When the fetch that opened the open transaction was polled (monotonic)."""
 
-    def __init__(
-        self,
-        spec: CopyTaskSpec,
-        producer: Producer,
-        lanes: list[Lane],
-        commits: list[int] | None = None,
-    ) -> None:
-        super().__init__(spec, producer, lanes, commits)
-        timeout_ms = int(producer_config(spec, self.producer_defaults)["transaction.timeout.ms"])
-        self.interval = pass_commit_interval(timeout_ms)
-        """The longest the open transaction stays open (seconds)."""
-        self.opened_at = 0.0
-        """When the fetch that opened the open transaction was polled (monotonic)."""
+    @property
+    def interval(self) -> float:
+        """The longest the open transaction stays open (seconds, `pass_commit_interval`)."""
+        return pass_commit_interval(int(self.transaction_timeout_s * 1000))
 
     @property
     def deadline(self) -> float:

@@ -81,8 +81,9 @@ _TOPIC_GONE = {
 _LANE_EVENTS = {KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET, *_TOPIC_GONE}
 
 CONSUME_BATCH = 10_000
-_ID_CHECK_TIMEOUT_S = 30.0
-"""How long a commit waits for the source's answer to which topic ids its records are of."""
+_ID_CHECK_TIMEOUT_S = 5.0
+"""The longest a commit waits for the source's answer to which topic ids its records are of
+(less when a quarter of the transaction timeout is less: the follower's is 10 s)."""
 
 
 class CopyError(RuntimeError):
@@ -328,13 +329,18 @@ def copy_from_progress(
     return [lane.result for lane in lanes]
 
 
-def source_topic_ids(spec: CopyTaskSpec, topics: Collection[str]) -> dict[str, str]:
-    """The source topics' ids now (topics gone, or a cluster that cannot tell, left out)."""
+def source_topic_ids(
+    spec: CopyTaskSpec, topics: Collection[str], admin: AdminClient | None = None
+) -> dict[str, str]:
+    """The source topics' ids now (topics gone, or a cluster that cannot tell, left out),
+    asked with `admin` (default: a client of the source for this call)."""
     if not topics:
         return {}
     try:
         return topic_ids(
-            admin_client(spec.source_producer), topics, cluster=spec.flow.partition("->")[0]
+            admin or admin_client(spec.source_producer),
+            topics,
+            cluster=spec.flow.partition("->")[0],
         )
     except (KafkaAdminError, KafkaException) as exc:
         log.warning("%s: cannot tell the source topics' ids: %s", spec.flow, exc)
@@ -478,6 +484,10 @@ class Copier(ABC):
         self.rewound = False
         """Whether the last commit was aborted instead (`_rewind`): what was fetched before
         it is read again from the lanes' positions."""
+        self.transaction_timeout_s = (
+            int(producer_config(spec, self.producer_defaults)["transaction.timeout.ms"]) / 1000.0
+        )
+        """The producer's `transaction.timeout.ms`, in seconds."""
         self.txn_records = 0
         self.txn_bytes = 0
         self.last_commit = 0.0
@@ -663,16 +673,15 @@ class Copier(ABC):
         seen = self._ids.get(topic)
         if seen is not None and now - seen[0] < 1.0:
             return seen[1]
+        found = source_topic_ids(self.spec, [topic], self._admin()).get(topic)
+        self._ids[topic] = (now, found)
+        return found
+
+    def _admin(self) -> AdminClient:
+        """The task's admin client of the source (made on first use: most tasks never ask)."""
         if self._source_admin is None:
             self._source_admin = admin_client(self.spec.source_producer)
-        try:
-            found = topic_ids(
-                self._source_admin, [topic], cluster=self.spec.flow.partition("->")[0]
-            )
-        except (KafkaAdminError, KafkaException):
-            found = {}
-        self._ids[topic] = (now, found.get(topic))
-        return found.get(topic)
+        return self._source_admin
 
     def _gone(self, lane: Lane, error: KafkaError, *, assigned: bool = True) -> bool:
         """The lane's source topic was deleted while copying: what was read is committed,
@@ -933,25 +942,38 @@ class Copier(ABC):
         }
         if not topics:
             return {}
-        if self._source_admin is None:
-            self._source_admin = admin_client(self.spec.source_producer)
         try:
-            return self._source_admin.describe_topics(
-                TopicCollection(sorted(topics)), request_timeout=_ID_CHECK_TIMEOUT_S
+            return self._admin().describe_topics(
+                TopicCollection(sorted(topics)), request_timeout=self._id_check_timeout()
             )
-        except KafkaException:
+        except KafkaException as exc:
+            log.warning("%s: committing without checking topic ids: %s", self.spec.flow, exc)
             return {}
+
+    def _id_check_timeout(self) -> float:
+        """How long a commit waits for the ids (seconds): it must commit well within the
+        transaction timeout whatever the source does."""
+        return min(_ID_CHECK_TIMEOUT_S, self.transaction_timeout_s / 4)
 
     def _recreated_lanes(self, asked: Mapping[str, Future]) -> list[Lane]:
         """The lanes whose topic has another id now than the lane's (see `_ask_topic_ids`).
-        A topic gone, or an answer that does not come, moves no lane: the records were read
-        before any new incarnation could exist, or the next commit asks again."""
+        A topic gone moves no lane (its records were read before any new incarnation could
+        exist). An answer that does not come in time moves none either: the commit goes on
+        unchecked, with a warning (the source is failing: a recreation in that moment is
+        the one case the check does not catch)."""
         now = time.monotonic()
+        deadline = now + self._id_check_timeout()  # one request answers every topic
         ids: dict[str, str] = {}
         for topic, future in asked.items():
             try:
-                ids[topic] = str(future.result(timeout=_ID_CHECK_TIMEOUT_S).topic_id)
-            except Exception:  # gone or unanswered: see the docstring
+                wait = max(0.0, deadline - time.monotonic())
+                ids[topic] = str(future.result(timeout=wait).topic_id)
+            except KafkaException as exc:
+                if exc.args[0].code() not in _TOPIC_GONE:
+                    log.warning("%s: committing %s unchecked: %s", self.spec.flow, topic, exc)
+                continue
+            except TimeoutError:
+                log.warning("%s: committing %s unchecked: no answer in time", self.spec.flow, topic)
                 continue
             self._ids[topic] = (now, ids[topic])
         return [

@@ -216,19 +216,21 @@ def test_records_deleted_before_they_were_copied_are_reported_and_the_copy_goes_
     assert again.metadata["records_lost_to_retention"].value == 0
 
 
-def recreate(bootstrap: str, topic: str) -> None:
-    """Delete `topic` (if it still exists) and create it again, empty, under the same name."""
+def recreate(bootstrap: str, topic: str, partitions: int = 1, *, at_once: bool = False) -> None:
+    """Delete `topic` (if it still exists) and create it again, empty, under the same name;
+    `at_once`: the moment the broker lets its name be used (the worst timing for a copy under
+    way: no pause in between)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     with contextlib.suppress(Exception):  # already deleted
         admin.delete_topics([topic])[topic].result(30)
     deadline = time.monotonic() + 60
     while True:
         try:
-            create_topic(bootstrap, topic)
+            create_topic(bootstrap, topic, partitions=partitions)
             return
         except Exception:  # still being deleted
             assert time.monotonic() < deadline, f"{topic} could not be recreated"
-            time.sleep(0.5)
+            time.sleep(0.02 if at_once else 0.5)
 
 
 @pytest.mark.parametrize("new_records", [8, 3], ids=["more-than-before", "fewer-than-before"])
@@ -341,21 +343,6 @@ def spread(count: int, tag: str, partitions: int) -> list[Rec]:
     ]
 
 
-def recreate_at_once(bootstrap: str, topic: str, partitions: int) -> None:
-    """Delete `topic` and create it again the moment the broker lets its name be used (the
-    worst timing for a copy under way: no pause in between)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            create_topic(bootstrap, topic, partitions=partitions)
-            return
-        except Exception:  # the name is still being deleted
-            assert time.monotonic() < deadline, f"{topic} could not be recreated"
-            time.sleep(0.02)
-
-
 @pytest.mark.parametrize("refresh_s", [1, 8], ids=["relayout-soon", "relayout-late"])
 def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
     primary, backup, write_mm2_config, spark_resource, refresh_s: int
@@ -381,7 +368,7 @@ def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
 
     with RunningFollower(flow, spark_resource) as running:
         wait_for("the old topic copied", replicated(primary, backup, topic, partitions), 120)
-        recreate_at_once(primary, topic, partitions)
+        recreate(primary, topic, partitions, at_once=True)
         # More than the old topic had: a copy going on at its old position would skip some.
         new = spread(6_400, "new", partitions)
         produce(primary, topic, new)
