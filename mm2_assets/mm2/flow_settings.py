@@ -374,11 +374,11 @@ class FlowSettings:
     mm2assets_follower_materialize_interval_seconds: int = flow_setting(
         "mm2assets.follower.materialize.interval.seconds",
         INTERVAL,
-        "60",
+        "300",
         "A follower run records at most one materialization per topic that copied records, "
-        "and one of heartbeats, per this interval (seconds), each summing the report "
-        "windows since the last; what it copies in between is in the run's log. Bounds "
-        "Dagster's event log: about 1,440 events a day per busy topic.",
+        "one of heartbeats and one of each kind of pass (checkpoints, group offset syncs), "
+        "per this interval (seconds), each summing what happened since the last, and a log "
+        "line. Bounds Dagster's event log: 288 events a day per busy topic.",
         blank_is_default=True,
     )
     mm2assets_follower_stable_seconds: int = flow_setting(

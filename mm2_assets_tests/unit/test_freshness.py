@@ -51,10 +51,12 @@ def test_follow_mode_fails_after_three_intervals_of_what_the_follower_reports(
         "sync.topic.configs.interval.seconds = 600\n"
         "mm2assets.follower.report.interval.seconds = 5\n",
     )
-    # Heartbeats every second are recorded once per materialize interval (60 s): 180 s.
-    assert windows["heartbeats"] == (180, 90)
-    assert windows["checkpoints"] == (360, 180)
-    assert windows["synced_group_offsets"] == (90, None)
+    # Heartbeats every second, checkpoints every 120 s and group offset syncs every 30 s are
+    # recorded at most once per materialize interval (300 s): 900 s.
+    assert windows["heartbeats"] == (900, 450)
+    assert windows["checkpoints"] == (900, 450)
+    assert windows["synced_group_offsets"] == (900, 450)
+    # Topic configs at every pass.
     assert windows["topic_configs"] == (1800, 900)
     # Lag, not age, tells whether topics are replicated: a quiet topic is fresh.
     assert windows["replicated_topics"] is None

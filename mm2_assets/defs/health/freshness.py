@@ -7,11 +7,11 @@ their asset's health red on their own. (The lag of `replicated_topics` stays a c
 with nothing new is fresh, which a materialization time cannot tell.)
 
 An asset fails after `FAIL_AFTER_INTERVALS` of the period in which Dagster hears of it: the
-MM2 interval, at least the follower's report interval (follow mode; for heartbeats its
-materialize interval) or the driver's tick (batch passes, which the driver requests), and
-never less than Dagster's minimum window of a minute (twice the freshness daemon's 30 s cycle,
-and six times a follower restart's ~10 s). It warns after half that, where half is a minute
-or more.
+MM2 interval, at least the follower's report interval (follow mode; for heartbeats,
+checkpoints and group offset syncs its materialize interval) or the driver's tick (batch
+passes, which the driver requests), and never less than Dagster's minimum window of a
+minute (twice the freshness daemon's 30 s cycle, and six times a follower restart's ~10 s).
+It warns after half that, where half is a minute or more.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def _interval_of(flow: FlowConfig, asset: str) -> int | None:
         "topic_configs": (True, flow.sync_topic_configs_interval_seconds),
     }
     enabled, seconds = intervals[asset]
-    if asset == "heartbeats" and flow.mm2assets_replication_mode == "follow":
-        # A follower run records heartbeats once per materialize interval (report_cadence).
+    if asset != "topic_configs" and flow.mm2assets_replication_mode == "follow":
+        # A follower run records heartbeats and passes at most once per materialize interval
+        # (report_cadence); topic configs at every pass.
         seconds = max(seconds, flow.mm2assets_follower_materialize_interval_seconds)
     return seconds if enabled else None

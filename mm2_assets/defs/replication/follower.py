@@ -35,7 +35,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -119,6 +119,16 @@ class DagsterFollowerReporter(FollowerReporter):
         self.cadence = MaterializeCadence(every)
         self.heartbeat_cadence = CountCadence(every)
         self._last_heartbeat: HeartbeatEmission | None = None
+        # Checkpoint and group offset sync passes (every 60 s by MM2's default) are recorded
+        # at the materialize cadence too, with the number of passes since the last record:
+        # their metadata (per-group tables) is the largest a follower writes.
+        self.pass_cadence = {
+            n: CountCadence(every) for n in ("checkpoints", "synced_group_offsets")
+        }
+        self._pending_pass: dict[str, dict] = {}
+        self._pass_groups: dict[str, frozenset[str]] = {}
+        self.line_cadence = CountCadence(every)
+        self._line_since = time.time()
         # Topic → when this run last recorded its config sync.
         self._configs_recorded: dict[str, float] = {}
 
@@ -153,10 +163,15 @@ class DagsterFollowerReporter(FollowerReporter):
             self._materialize_topic(summary)
         total = sum(p.records for p in window.partitions)
         lag = sum(p.lag for p in window.partitions)
-        # A line per window: the run's log shows it is alive, and what it does.
-        self.context.log.debug(
-            f"{self.flow.name}: {total} records in {seconds:.1f}s, lag {lag} records"
-        )
+        # A line per materialize interval (not per report window, 17,280 a day): the run's log
+        # shows it is alive, and what it does.
+        copied = self.line_cadence.add(total, window.ended_at)
+        if copied is not None:
+            seconds = max(window.ended_at - self._line_since, seconds)
+            self._line_since = window.ended_at
+            self.context.log.debug(
+                f"{self.flow.name}: {copied} records in {seconds:.1f}s, lag {lag} records"
+            )
 
     def _materialize_topic(self, summary: TopicSummary) -> None:
         seconds = max(summary.ended_at - summary.started_at, 1e-3)
@@ -207,12 +222,32 @@ class DagsterFollowerReporter(FollowerReporter):
         if pending and self._last_heartbeat is not None:
             metadata = {**emission_metadata(self._last_heartbeat), "emitted": pending}
             self._materialize("heartbeats", metadata)
+        for name, metadata in self._pending_pass.items():
+            self._materialize(name, {**metadata, "passes": self.pass_cadence[name].count})
+        self._pending_pass.clear()
 
     def checkpoints(self, run: CheckpointRun) -> None:
-        self._materialize("checkpoints", checkpoint_metadata(run))
+        notable = bool(run.created_topic or run.recreated_topics)
+        self._record_pass("checkpoints", checkpoint_metadata(run), run.groups, notable)
 
     def group_offsets(self, run: GroupOffsetSyncRun) -> None:
-        self._materialize("synced_group_offsets", group_sync_metadata(run))
+        notable = any(g.error for g in run.groups.values())
+        self._record_pass("synced_group_offsets", group_sync_metadata(run), run.groups, notable)
+
+    def _record_pass(
+        self, name: str, metadata: dict, groups: Mapping[str, object], notable: bool
+    ) -> None:
+        """Record a pass when due (first, then once per materialize interval), or at once when
+        it is `notable` or its groups changed; otherwise keep it for `stopped`."""
+        names = frozenset(groups)
+        changed = self._pass_groups.get(name) != names
+        self._pass_groups[name] = names
+        passes = self.pass_cadence[name].add(1, time.time(), force=notable or changed)
+        if passes is None:
+            self._pending_pass[name] = metadata
+            return
+        self._pending_pass.pop(name, None)
+        self._materialize(name, {**metadata, "passes": passes})
 
     def topic_configs(self, result: TopicConfigSyncResult, seconds: float) -> None:
         metadata = sync_metadata(

@@ -95,16 +95,17 @@ class MaterializeCadence:
 
 @dataclass
 class CountCadence:
-    """Sums a count (heartbeats emitted) and says when it is due: first, then per interval."""
+    """Sums a count (heartbeats emitted, passes run, records copied) and says when it is due:
+    first, then per interval."""
 
     interval: float
     count: int = 0
     last: float | None = None
 
-    def add(self, count: int, now: float) -> int | None:
-        """Add `count`; the sum to record now, or None while not due."""
+    def add(self, count: int, now: float, *, force: bool = False) -> int | None:
+        """Add `count`; the sum to record now, or None while not due (`force`: due now)."""
         self.count += count
-        if self.last is not None and now - self.last < self.interval:
+        if not force and self.last is not None and now - self.last < self.interval:
             return None
         total, self.count, self.last = self.count, 0, now
         return total
