@@ -21,6 +21,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+IN_WINDOW = "timestamp >= datetime(?, 'unixepoch') and timestamp < datetime(?, 'unixepoch')"
+"""Dagster's SQLite tables keep event and tick times as UTC datetimes."""
+
 
 @dataclass
 class KindCost:
@@ -60,10 +63,8 @@ def _rows(path: Path, query: str, args: tuple) -> Iterator[tuple]:
 def event_costs(home: Path, since: float, until: float) -> dict[str, dict[str, KindCost]]:
     """Per database kind (`run` event databases, the asset `index`): kind → cost."""
     out: dict[str, dict[str, KindCost]] = {"run": {}, "index": {}}
-    query = (
-        "select dagster_event_type, asset_key, length(event), event from event_logs "
-        "where timestamp >= datetime(?, 'unixepoch') and timestamp < datetime(?, 'unixepoch')"
-    )
+    columns = "dagster_event_type, asset_key, length(event), event"
+    query = f"select {columns} from event_logs where {IN_WINDOW}"
     for path in sorted((home / "history" / "runs").glob("*.db")):
         where = "index" if path.name.startswith("index") else "run"
         for event_type, asset_key, size, body in _rows(path, query, (since, until)):
@@ -78,9 +79,7 @@ def tick_costs(home: Path, since: float, until: float) -> dict[str, KindCost]:
     out: dict[str, KindCost] = {}
     if not path.exists():
         return out
-    query = (
-        "select tick_body, length(tick_body) from job_ticks where timestamp >= ? and timestamp < ?"
-    )
+    query = f"select tick_body, length(tick_body) from job_ticks where {IN_WINDOW}"
     for body, size in _rows(path, query, (since, until)):
         name = json.loads(body).get("job_name", "?")
         out.setdefault(name, KindCost()).add(size, "schedules.db")
