@@ -449,8 +449,9 @@ class FlowSettings:
         at_least(0),
         "300",
         "After the driver starts, and after a follower run starts, failing `replication_lag` "
-        "and `checkpoint_freshness` checks and stalled partitions do not alert for this long "
-        "(seconds): a flow's first catch-up is no incident.",
+        "and `checkpoint_freshness` checks, stalled partitions and assets failing their "
+        "freshness policy do not alert for this long (seconds): a flow's first catch-up is "
+        "no incident.",
         blank_is_default=True,
     )
     mm2assets_lag_max_records: int = flow_setting(

@@ -105,6 +105,8 @@ def operator(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         "mm2assets.follower.report.interval.seconds = 1\n"
         # Heartbeats recorded every 10 s: their freshness policy fails after Dagster's minute.
         f"mm2assets.follower.materialize.interval.seconds = {MATERIALIZE_S}\n"
+        # Freshness alerts wait out the first catch-up's grace (300 s by default).
+        "mm2assets.checks.grace.seconds = 30\n"
         f"mm2assets.driver.interval.seconds = {DRIVER_S}\n"
         f"mm2assets.checks.interval.seconds = {DRIVER_S}\n"
         f"mm2assets.alert.webhook.url = {webhook.url}\n"
