@@ -58,7 +58,7 @@ from latency import (
 from mm2_process import interrupt_on_sigterm, start_process_group
 from soak import PARTITIONS, create_topics, stop_daemon
 
-from mm2_assets.defs.replication.sensors import RECORDED_SET
+from mm2_assets.defs.replication.recorded_set import RECORDED_SET
 from mm2_assets.deploy.instance import init_instance
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.local.launcher import running_clusters
@@ -123,9 +123,12 @@ def recorded_at(instance: dg.DagsterInstance, key: dg.AssetKey, topic: str) -> f
     records = instance.fetch_observations(key, limit=1000, ascending=True).records
     for record in records:
         observation = record.asset_observation
-        value = observation.metadata.get(RECORDED_SET) if observation else None
-        if value is not None and topic in (value.value or {}):
-            return record.timestamp
+        metadata = observation.metadata if observation else {}
+        # A full record holds the whole set, a delta the topics it added or changed.
+        for name in (RECORDED_SET, "topics_added"):
+            value = metadata.get(name)
+            if value is not None and topic in (value.value or {}):
+                return record.timestamp
     return None
 
 

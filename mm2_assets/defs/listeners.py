@@ -4,8 +4,10 @@ Each tick is the listener's own (`defs.listening.Listening`: list, diff, notify,
 then the sensor lets its domain react (dynamic partitions, run requests, an observation) and
 stores the new set in its cursor.
 
-Cursor: `{<subject>: <the set>, "notify_pending": bool}`. With `refresh.<subject>.enabled =
-false` the set is computed once (first tick), as MM2 does.
+Cursor: `{<subject>: <the set>, "notify_pending": bool}`, or, for a listener that keeps its
+set elsewhere (the topic listener: `recall` and `Reaction.cursor`), what it keeps there
+instead of the set. With `refresh.<subject>.enabled = false` the set is computed once (first
+tick), as MM2 does.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -33,6 +35,10 @@ class Reaction:
     added to the metadata."""
     log_detail: str = ""
     """A line for the tick's log, after the change's."""
+    trailer: tuple[dg.AssetKey, dict[str, Any]] | None = None
+    """(asset, metadata) of a second observation recorded right after the first."""
+    cursor: dict[str, Any] | None = None
+    """What the cursor keeps instead of the whole set (None: the set, `ListenerSpec.to_cursor`)."""
 
 
 def listener_sensor(
@@ -40,10 +46,12 @@ def listener_sensor(
     spec: ListenerSpec[Any, Any],
     react: Callable[[dg.SensorEvaluationContext, Any, Any], Reaction],
     target: Sequence[dg.AssetKey] = (),
+    recall: Callable[[dg.SensorEvaluationContext, dict[str, Any] | None], Any] | None = None,
 ) -> dg.SensorDefinition:
     """The flow's `<flow key>__<topic|group>_listener` sensor (see the module docstring):
     `react` is what its domain does about each tick's set and change; `target` the assets
-    its runs materialize."""
+    its runs materialize; `recall` gives the set of the last tick from the cursor's state
+    (None: not known, a first tick) when the set is not in the cursor."""
     subject = spec.subject
     kind = "topic" if subject == "topics" else "group"
 
@@ -62,7 +70,10 @@ def listener_sensor(
                 skip_reason=f"{flow.name}: refresh.{subject}.enabled = false; {subject} were "
                 "computed on the first tick"
             )
-        previous = None if state is None else spec.from_cursor(state.get(subject))
+        if recall is not None:
+            previous = recall(context, state)
+        else:
+            previous = None if state is None else spec.from_cursor(state.get(subject))
         listening = Listening(flow, spec, previous, pending=pending)
         current, change = listening.tick(context.log)
         reaction = react(context, current, change)
@@ -73,12 +84,22 @@ def listener_sensor(
             key, metadata = reaction.observation
             metadata = {**metadata, "listener_error": listening.notify_error or ""}
             events.append(dg.AssetObservation(asset_key=key, metadata=metadata))
+        if reaction.trailer is not None:
+            key, metadata = reaction.trailer
+            events.append(dg.AssetObservation(asset_key=key, metadata=metadata))
         return dg.SensorResult(
             run_requests=reaction.run_requests,
             dynamic_partitions_requests=reaction.partition_requests,
             asset_events=events,
             cursor=write_cursor(
-                {subject: spec.to_cursor(current), "notify_pending": listening.pending}
+                {
+                    **(
+                        {subject: spec.to_cursor(current)}
+                        if reaction.cursor is None
+                        else reaction.cursor
+                    ),
+                    "notify_pending": listening.pending,
+                }
             ),
         )
 

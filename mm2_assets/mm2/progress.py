@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mm2_assets.mm2.copy_map import CopiedRun
 
@@ -37,6 +37,8 @@ class Progress:
     and `runs` where its records went (`copy_map.CopiedRun`; None: not known, () for a
     transaction that only moved past offsets with no record): together they let a reader
     chain a partition's transactions into exact offset translation (`copy_map.CopyMap`).
+    `committed_ms` is the progress record's own timestamp, as read back (not part of its
+    value): when the copy last moved the partition on (None: not read from the topic).
     """
 
     flow: str
@@ -48,6 +50,7 @@ class Progress:
     lost_to_retention: int = 0
     resumed_from: int | None = None
     runs: tuple[CopiedRun, ...] | None = None
+    committed_ms: int | None = field(default=None, compare=False)
 
     def record_key(self) -> bytes:
         """Compaction key: one live record per flow, topic and partition."""
@@ -69,8 +72,9 @@ class Progress:
         return json.dumps(value, separators=(",", ":")).encode()
 
     @classmethod
-    def from_record(cls, key: bytes, value: bytes) -> Progress:
-        """Decode a progress record; ValueError names what is wrong."""
+    def from_record(cls, key: bytes, value: bytes, *, committed_ms: int | None = None) -> Progress:
+        """Decode a progress record (written at `committed_ms`, when known); ValueError names
+        what is wrong."""
         try:
             k = json.loads(key)
             v = json.loads(value)
@@ -84,6 +88,7 @@ class Progress:
                 lost_to_retention=int(v.get("lost_to_retention", 0)),
                 resumed_from=None if v.get("from") is None else int(v["from"]),
                 runs=_runs(v.get("runs")),
+                committed_ms=committed_ms,
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed progress record {key!r}: {exc}") from exc

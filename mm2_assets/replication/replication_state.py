@@ -49,6 +49,9 @@ class PartitionState:
     partition's life, earlier incarnations included): what a report window subtracts."""
     progressed: bool = True
     """Whether any progress of the partition was committed (of any incarnation) when read."""
+    last_copied_ms: int | None = None
+    """When the copy last moved the partition on (its committed progress record's timestamp,
+    of the topic as it is now); None when never, or not known."""
 
     @property
     def lag(self) -> int:
@@ -151,6 +154,7 @@ def combine_states(
                 adopted=key in adopted,
                 lost_to_retention=committed.lost_to_retention if committed else 0,
                 progressed=committed is not None,
+                last_copied_ms=done.committed_ms if done else None,
             )
         )
     return states

@@ -21,7 +21,14 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics
 from mm2_assets.kafka.clients import client_config, committed_reader_config
@@ -46,8 +53,11 @@ def decode_progress(msg: Message, topic: str, cluster: str) -> Progress:
     A malformed record raises ValueError naming the topic, partition and offset: unlike the
     MM2-format topics, skipping one could restart a partition from its log start.
     """
+    kind, timestamp = msg.timestamp()
+    # When the copy committed it: what the lag check counts as the partition's last copy.
+    committed_ms = timestamp if kind != TIMESTAMP_NOT_AVAILABLE else None
     try:
-        return Progress.from_record(msg.key(), msg.value())
+        return Progress.from_record(msg.key(), msg.value(), committed_ms=committed_ms)
     except ValueError as exc:
         raise ValueError(
             f"progress topic '{topic}' on '{cluster}', partition {msg.partition()} "

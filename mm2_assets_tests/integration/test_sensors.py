@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.alerts.sinks import WebhookAlertSink, redact_url
 from mm2_assets.defs.health.verdicts import CHECK_LAG, CHECK_TARGET_TOPICS
+from mm2_assets.defs.replication.recorded_set import RECORDED_DELTA, RECORDED_SET, RecordedSet
 from mm2_assets.defs.run_requests import (
     FLOW_TAG,
     TOPICS_TAG,
@@ -340,6 +341,12 @@ def test_topic_listener_follows_created_deleted_and_excluded_topics(
     data = reloaded.tick("topic_listener")
     assert flow.partitions() == [first]
     assert notifications(recording, "topics") == [{first: whole[first]}]
+    # The reloaded listener read its set back from its records and recorded the change only;
+    # a follower run reads the set the records add up to.
+    [observation] = [e for e in data.asset_events if isinstance(e, dg.AssetObservation)]
+    assert RECORDED_SET not in observation.metadata and RECORDED_DELTA in observation.metadata
+    recorded = RecordedSet(instance, flow.keys["replicated_topics"], flow.flow)()
+    assert {t: r.remote for t, r in recorded.items()} == {first: whole[first]}
 
     # Every change after the baseline reached the webhook, naming the flow and the topics.
     changes = webhook.of_kind("topics_changed")

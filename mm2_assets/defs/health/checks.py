@@ -49,13 +49,9 @@ def evaluate_flow_health(
     ):
         snap = snapshot if snapshot is not None else measure_lag(flow)
         if wanted(replicated_topics, CHECK_LAG):
-            outcomes.append(
-                evaluate_replication_lag(flow, snap, asset_key=replicated_topics, instance=instance)
-            )
+            outcomes.append(evaluate_replication_lag(flow, snap, asset_key=replicated_topics))
         if wanted(replicated_topics, CHECK_TARGET_TOPICS):
-            outcomes.append(
-                evaluate_target_topics(flow, snap, asset_key=replicated_topics, instance=instance)
-            )
+            outcomes.append(evaluate_target_topics(flow, snap, asset_key=replicated_topics))
     if checkpoints is not None and wanted(checkpoints, CHECK_CHECKPOINTS):
         outcomes.append(
             evaluate_checkpoint_freshness(flow, asset_key=checkpoints, instance=instance)

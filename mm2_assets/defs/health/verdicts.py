@@ -1,7 +1,9 @@
 """The verdicts of a flow's health checks: replication lag, target topics, checkpoints.
 
-Each verdict is computed from Kafka measurements (see `mm2_assets.replication.replication_state`)
-and, where it helps, what Dagster remembers of the assets. The checks run in two ways:
+Each verdict is computed from Kafka measurements (see `mm2_assets.replication.replication_state`):
+none reads Dagster's event log per topic, so a check costs the same with 2,000 lagging topics as
+with one (the lag snapshot, one batched probe of the lagging partitions, the target's topic
+list). The checks run in two ways:
 
 - as one executable multi-asset check per flow (`flow_health_checks`), so "Execute checks"
   in the UI works;
@@ -14,11 +16,13 @@ Checks:
 - `replication_lag` (on `replicated_topics`): per selected topic, records on the source not
   yet committed on the target (end offset - committed progress), and seconds behind: per
   lagging partition the smaller of the age of the oldest unreplicated record (its timestamp)
-  and the time since the partition was last materialized (a producer writing old
-  timestamps cannot make a fresh pipeline look late). Fails when a topic is over
+  and the time since the copy last moved the partition on (its committed progress record's
+  timestamp, read with the progress: a producer writing old timestamps cannot make a fresh
+  pipeline look late). Fails when a topic is over
   `mm2assets.lag.max.records` (default 10000) or `mm2assets.lag.max.seconds` (default 600).
 - `target_topics_present` (on `replicated_topics`): every selected topic that has been
-  replicated at least once has its remote topic on the target.
+  replicated at least once (the copy committed progress for it) has its remote topic on the
+  target.
 - `checkpoint_freshness` (on `checkpoints`): the newest checkpoint record or checkpoint pass
   is younger than 3 x the effective checkpoint interval; passes when checkpointing is off or
   no group needs checkpoints.
@@ -33,7 +37,6 @@ from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.history import last_materialized
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
@@ -92,7 +95,6 @@ def evaluate_replication_lag(
     snapshot: LagSnapshot,
     *,
     asset_key: dg.AssetKey,
-    instance: dg.DagsterInstance | None = None,
     now: float | None = None,
 ) -> CheckOutcome:
     """The `replication_lag` verdict for `snapshot` (see the module docstring)."""
@@ -100,9 +102,7 @@ def evaluate_replication_lag(
     max_records, max_seconds = lag_thresholds(flow)
     records = snapshot.lag_by_topic()
     lagging = snapshot.lagging_topics
-    seconds = _seconds_behind(
-        flow, snapshot, lagging, asset_key=asset_key, instance=instance, now=now
-    )
+    seconds = _seconds_behind(flow, snapshot, now=now)
     lag_table = {
         t: {"records": records[t], "seconds": round(seconds[t], 1) if t in seconds else None}
         for t in lagging
@@ -129,33 +129,21 @@ def evaluate_replication_lag(
     )
 
 
-def _seconds_behind(
-    flow: FlowConfig,
-    snapshot: LagSnapshot,
-    lagging: list[str],
-    *,
-    asset_key: dg.AssetKey,
-    instance: dg.DagsterInstance | None,
-    now: float,
-) -> dict[str, float]:
+def _seconds_behind(flow: FlowConfig, snapshot: LagSnapshot, *, now: float) -> dict[str, float]:
     """Seconds behind per lagging topic: its worst partition, each partition counted as the
-    smaller of the age of its oldest unreplicated record and the time since the topic was
-    last materialized (see the module docstring)."""
-    # Both lookups cost a round trip (Kafka reads, the Dagster event log): only when lagging.
-    first_unreplicated = oldest_unreplicated_timestamps(flow, snapshot.states) if lagging else {}
-    last_copy = (
-        last_materialized(instance, asset_key, lagging) if instance is not None and lagging else {}
-    )
+    smaller of the age of its oldest unreplicated record and the time since the copy last
+    moved it on (see the module docstring)."""
+    # One batched read of the lagging partitions (at most PROBE_MAX_PARTITIONS of them).
+    lagging = [s for s in snapshot.states if s.lag > 0]
+    first_unreplicated = oldest_unreplicated_timestamps(flow, lagging) if lagging else {}
     seconds: dict[str, float] = {}
-    for s in snapshot.states:
-        if s.lag == 0:
-            continue
+    for s in lagging:
         candidates = []
         ts = first_unreplicated.get((s.topic, s.partition))
         if ts is not None and ts > 0:
             candidates.append(max(0.0, now - ts / 1000.0))
-        if s.topic in last_copy:
-            candidates.append(max(0.0, now - last_copy[s.topic]))
+        if s.last_copied_ms is not None:
+            candidates.append(max(0.0, now - s.last_copied_ms / 1000.0))
         if candidates:
             seconds[s.topic] = max(seconds.get(s.topic, 0.0), min(candidates))
     return seconds
@@ -189,19 +177,16 @@ def evaluate_target_topics(
     snapshot: LagSnapshot,
     *,
     asset_key: dg.AssetKey,
-    instance: dg.DagsterInstance | None = None,
 ) -> CheckOutcome:
     """The `target_topics_present` verdict: replicated topics whose remote topic is gone.
 
-    Topics never materialized yet (just discovered) are reported as pending, not missing.
+    Topics never replicated yet (no progress committed: just discovered, or empty) are
+    reported as pending, not missing.
     """
     target = list_topics(flow_admin(flow, "target"), cluster=flow.target.alias)
     topics = list(snapshot.remote_topics)
     absent = [t for t in topics if snapshot.remote_topics[t] not in target]
-    # Only topics whose remote topic is absent need their history: replicated before?
-    replicated = (
-        set(last_materialized(instance, asset_key, absent)) if instance is not None else set(absent)
-    )
+    replicated = {s.topic for s in snapshot.states if s.progressed}
     missing = {t: snapshot.remote_topics[t] for t in absent if t in replicated}
     pending = sorted(t for t in absent if t not in replicated)
     if missing:
