@@ -260,15 +260,18 @@ PARTITIONS_JS = """() => Object.fromEntries(
     ],
 )
 def test_checks_show_their_status(ui: DemoUI, asset: str, check: str) -> None:
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    key = dg.AssetCheckKey(dg.AssetKey([ui.flow.key, asset]), check)
+    # The replicate pass may leave a check planned only: the first evaluation is the driver's first
+    # tick's, or the follower run's as it starts.
+    wait_for(f"an evaluation of {check}", lambda: latest_check_passed(instance, key) is not None)
     ui.open(f"/assets/{ui.flow.key}/{asset}?view=checks&checkDetail={check}")
     ui.page.get_by_text("Execution history", exact=True).click()
-    # The newest evaluation first: the driver's (a sensor tick) or the replicate pass's. On a
+    # The newest evaluation first: the driver's (a sensor tick) or the follower run's. On a
     # loaded machine `checkpoint_freshness` may rightly fail (the pass's checkpoints grew older
     # than 3 intervals before the follower's first): the page must show what Dagster holds.
     status = ui.page.locator("xpath=//tbody/tr[1]/td[1]").first
     status.wait_for()
-    instance = dg.DagsterInstance.from_config(str(ui.home))
-    key = dg.AssetCheckKey(dg.AssetKey([ui.flow.key, asset]), check)
     latest_passed = latest_check_passed(instance, key)
     shown = status.inner_text().strip()
     assert shown in ("Passed", "Failed")
