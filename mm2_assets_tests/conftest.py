@@ -48,7 +48,7 @@ MODULE_SECONDS = {
     "test_one_writer": 240,
     "test_broker_faults": 182,
     "test_follower": 163,
-    "test_ui_browser": 143,
+    "test_ui_browser": 150,
     "test_alerts_under_faults": 290,
     "test_follower_handover": 95,
     "test_spark_cluster": 110,

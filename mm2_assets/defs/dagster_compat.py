@@ -121,11 +121,13 @@ def claim_pool_slot(instance: dg.DagsterInstance, pool: str, run_id: str, step: 
 
 
 def latest_check_passed(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> bool | None:
-    """Whether the latest stored evaluation of the asset check `key` passed (None: none yet)."""
+    """Whether the latest stored execution of the asset check `key` passed (None: none yet,
+    or it is only planned: a run that selected the check and has not evaluated it)."""
     history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
-    if not history or history[0].evaluation is None:
+    evaluation = history[0].evaluation if history else None
+    if not isinstance(evaluation, dg.AssetCheckEvaluation):
         return None
-    return bool(history[0].evaluation.passed)
+    return bool(evaluation.passed)
 
 
 def step_error_text(event: dg.DagsterEvent, limit: int) -> str:

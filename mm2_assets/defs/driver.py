@@ -6,9 +6,10 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    clusters, measures the lag of the flow's topics (one topic listing, one batched
    ListOffsets, one read of the progress topic), spots partitions a follower stopped copying,
    and every `mm2assets.checks.interval.seconds` (default 60) evaluates the flow's health
-   checks, reported as asset check evaluations of the tick (no run); it alerts when a cluster
-   stops answering, a follower stalls, a check fails or cannot be evaluated, and once each
-   when that is over;
+   checks, reported as asset check evaluations of the tick (no run; in follow mode, while a
+   follower run of the flow lives, that run records them instead, `health/run_checks.py`);
+   it alerts when a cluster stops answering, a follower stalls, a check fails or cannot be
+   evaluated, and once each when that is over;
 1. when topics that are partitions of `replicated_topics` have
    source end offsets past their committed progress, requests ONE run over them (a partition
    range, so one Spark job serves every lagging topic) — unless a replication run of this flow
@@ -70,6 +71,7 @@ from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.concurrency import replication_pool
 from mm2_assets.defs.cursors import read_cursor, write_cursor
 from mm2_assets.defs.dagster_compat import ensure_pool_limit, sensor_min_interval
+from mm2_assets.defs.health.checks import checks_period
 from mm2_assets.defs.health.watch import watch_flow
 from mm2_assets.defs.replication.follower import (
     FollowerLiveness,
@@ -157,6 +159,9 @@ class DriverTick:
     retention_failing: bool = False
     lease: dict[str, Any] | None = None
     """The follower liveness watch for the next tick (`FollowerLiveness.state`)."""
+    recorder: str | None = None
+    """The follower run that records the check verdicts (`follower.checks_recorder`): the
+    tick then records none of its own."""
 
     @property
     def flow(self) -> FlowConfig:
@@ -186,7 +191,7 @@ class DriverTick:
         liveness = FollowerLiveness(
             flow, self.state.get("lease"), self.now, readable=target_reachable
         )
-        request, note = follower_request(
+        decision = follower_request(
             instance,
             flow,
             follower.name,
@@ -195,11 +200,12 @@ class DriverTick:
             liveness=liveness,
         )
         self.lease = liveness.state
+        self.recorder = decision.recorder
         if liveness.note is not None:
             self.note(liveness.note)
-        self.note(note)
-        if request is not None:
-            self.run_requests.append(request)
+        self.note(decision.note)
+        if decision.request is not None:
+            self.run_requests.append(decision.request)
         recovered = follower_recovery(instance, flow, now=self.now)
         if recovered is not None and recovered.details["run_id"] != self.state.get("recovered"):
             send_alerts(flow, [recovered], self.context.log)
@@ -325,6 +331,19 @@ def _control(
     )
 
 
+def recorded_evaluations(
+    tick: DriverTick, evaluations: list[dg.AssetCheckEvaluation]
+) -> list[dg.AssetCheckEvaluation]:
+    """The tick's check evaluations to record (runless): all of them, unless a follower run
+    of the flow records its own (`tick.recorder`; the alerts were decided all the same). A
+    runless one beside the follower's would hide them on the asset page's checks list for the
+    rest of that run: it shows a check's newest execution, and the run's is updated in place."""
+    if tick.recorder is None or not evaluations:
+        return evaluations
+    tick.note(f"check verdicts recorded by the follower run {tick.recorder[:8]}")
+    return []
+
+
 def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """One tick of the flow's driver (see the module docstring)."""
     flow, instance = plan.flow, context.instance
@@ -337,9 +356,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
         ensure_pool_limit(instance, replication_pool(flow), 1)
 
     # 0. Watch the clusters, the follower's progress and the health (bounded calls).
-    checks_due = plan.checks and tick.due(
-        "checks", max(flow.mm2assets_checks_interval_seconds, plan.tick)
-    )
+    checks_due = plan.checks and tick.due("checks", checks_period(flow))
     watched = watch_flow(
         flow,
         instance,
@@ -367,6 +384,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
         tick.replicate_new_data(watched.snapshot)
     tick.interval_work()
     tick.expire_runs()
+    evaluations = recorded_evaluations(tick, watched.evaluations)
 
     watch_state = dict(watched.state)
     cursor = write_cursor(
@@ -382,12 +400,10 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
     )
     if not tick.run_requests:
         reason = "; ".join(tick.notes) or f"{flow.name}: nothing to replicate or due"
-        return dg.SensorResult(skip_reason=reason, asset_events=watched.evaluations, cursor=cursor)
+        return dg.SensorResult(skip_reason=reason, asset_events=evaluations, cursor=cursor)
     for note in tick.notes:
         context.log.info(note)
-    return dg.SensorResult(
-        run_requests=tick.run_requests, asset_events=watched.evaluations, cursor=cursor
-    )
+    return dg.SensorResult(run_requests=tick.run_requests, asset_events=evaluations, cursor=cursor)
 
 
 def replication_driver_sensor(

@@ -441,7 +441,8 @@ class FlowSettings:
         "mm2assets.checks.interval.seconds",
         INTERVAL,
         "60",
-        "How often the replication driver evaluates the flow's health checks (seconds).",
+        "How often the flow's health checks are evaluated (seconds): by the replication "
+        "driver, and in follow mode by the follower run too, which records their verdicts.",
         blank_is_default=True,
     )
     mm2assets_checks_grace_seconds: int = flow_setting(

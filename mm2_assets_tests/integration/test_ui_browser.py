@@ -30,12 +30,15 @@ from playwright.sync_api import sync_playwright
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.dagster_compat import latest_check_passed
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG, CHECK_TARGET_TOPICS
+from mm2_assets.defs.run_requests import FLOW_TAG, WORK_FOLLOW, WORK_TAG
 from mm2_assets.demo import DEMO_TOPICS, demo_properties, seed
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.local.launcher import LocalCluster
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets_tests.cli_helpers import ROOT, run_cli
 from mm2_assets_tests.dagster_dev import DagsterDev
+from mm2_assets_tests.integration.test_follower import wait_for
+from mm2_assets_tests.kafka_helpers import Rec, produce
 
 pytestmark = [
     pytest.mark.integration,
@@ -257,15 +260,18 @@ PARTITIONS_JS = """() => Object.fromEntries(
     ],
 )
 def test_checks_show_their_status(ui: DemoUI, asset: str, check: str) -> None:
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    key = dg.AssetCheckKey(dg.AssetKey([ui.flow.key, asset]), check)
+    # The replicate pass may leave a check planned only: the first evaluation is the driver's first
+    # tick's, or the follower run's as it starts.
+    wait_for(f"an evaluation of {check}", lambda: latest_check_passed(instance, key) is not None)
     ui.open(f"/assets/{ui.flow.key}/{asset}?view=checks&checkDetail={check}")
     ui.page.get_by_text("Execution history", exact=True).click()
-    # The newest evaluation first: the driver's (a sensor tick) or the replicate pass's. On a
+    # The newest evaluation first: the driver's (a sensor tick) or the follower run's. On a
     # loaded machine `checkpoint_freshness` may rightly fail (the pass's checkpoints grew older
     # than 3 intervals before the follower's first): the page must show what Dagster holds.
     status = ui.page.locator("xpath=//tbody/tr[1]/td[1]").first
     status.wait_for()
-    instance = dg.DagsterInstance.from_config(str(ui.home))
-    key = dg.AssetCheckKey(dg.AssetKey([ui.flow.key, asset]), check)
     latest_passed = latest_check_passed(instance, key)
     shown = status.inner_text().strip()
     assert shown in ("Passed", "Failed")
@@ -274,6 +280,73 @@ def test_checks_show_their_status(ui: DemoUI, asset: str, check: str) -> None:
     assert "no consumer group" not in description
     assert (shown == "Passed") == latest_passed
     ui.shot(f"3-check-{check}")
+
+
+CHECKS_QUERY = """
+query Checks($path: [String!]!) {
+  assetNodeOrError(assetKey: {path: $path}) {
+    ... on AssetNode {
+      assetChecksOrError {
+        ... on AssetChecks { checks { name executionForLatestMaterialization { runId status } } }
+      }
+    }
+  }
+}
+"""
+"""What the asset page's checks list shows of each check: its execution against the asset's
+latest materialization (null: "Not evaluated")."""
+
+
+def _checks_list(ui: DemoUI, asset: str) -> dict[str, dict | None]:
+    node = ui.server.graphql(CHECKS_QUERY, {"path": [ui.flow.key, asset]})["assetNodeOrError"]
+    checks = node["assetChecksOrError"]["checks"]
+    return {c["name"]: c["executionForLatestMaterialization"] for c in checks}
+
+
+def _materializations(instance: dg.DagsterInstance, key: dg.AssetKey, run_id: str) -> set[int]:
+    """The storage ids of `key`'s latest materializations by run `run_id`."""
+    records = instance.fetch_materializations(key, limit=100).records
+    return {r.storage_id for r in records if r.run_id == run_id}
+
+
+def test_the_checks_list_shows_the_follower_runs_verdicts(ui: DemoUI) -> None:
+    """Follow mode: the follower run records the checks' verdicts itself, so the checks list
+    shows each one however often the follower materializes (a runless one would read "Not
+    evaluated" from the follower's next materialization on)."""
+    instance = dg.DagsterInstance.from_config(str(ui.home))
+    tags = {FLOW_TAG: ui.flow.key, WORK_TAG: WORK_FOLLOW}
+    started = dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.STARTED])
+    wait_for("the follower run", lambda: instance.get_runs(started), 120)
+    [follower] = [r.run_id for r in instance.get_runs(started)]
+
+    def shown() -> dict[str, dict | None]:
+        return {**_checks_list(ui, "replicated_topics"), **_checks_list(ui, "checkpoints")}
+
+    # Its first evaluation comes as it starts.
+    wait_for(
+        "the follower run's verdicts",
+        lambda: all(e and e["runId"] == follower for e in shown().values()),
+        90,
+        shown,
+    )
+    # Then it materializes every topic it copies, and the checkpoints on their interval.
+    key = dg.AssetKey([ui.flow.key, "replicated_topics"])
+    before = _materializations(instance, key, follower)
+    for topic in DEMO_TOPICS:
+        now_ms = int(time.time() * 1000)
+        produce(ui.flow.source.bootstrap_servers, topic, [Rec(0, b"k", b"v", (), now_ms)])
+    wait_for(
+        "the follower's materializations",
+        lambda: len(_materializations(instance, key, follower) - before) >= len(DEMO_TOPICS),
+        60,
+    )
+    checks = shown()
+    assert set(checks) == {CHECK_LAG, CHECK_TARGET_TOPICS, CHECK_CHECKPOINTS}
+    for name, execution in checks.items():
+        assert execution is not None, f"{name} reads 'Not evaluated'"
+        assert execution["status"] in ("SUCCEEDED", "FAILED"), execution
+        # The driver recorded none beside it: the follower run's is the newest.
+        assert execution["runId"] == follower, (name, execution)
 
 
 def test_sensors_are_running(ui: DemoUI) -> None:

@@ -23,6 +23,12 @@ from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
 
 
+def checks_period(flow: FlowConfig) -> int:
+    """Seconds between two evaluations of the flow's health checks:
+    `mm2assets.checks.interval.seconds`, at least the driver's tick (which alerts on them)."""
+    return max(flow.mm2assets_checks_interval_seconds, flow.mm2assets_driver_interval_seconds)
+
+
 def evaluate_flow_health(
     flow: FlowConfig,
     instance: dg.DagsterInstance | None,

@@ -11,7 +11,11 @@ does shows up on the flow's assets as it happens:
   offsets per partition: the UI's lineage; `report_cadence` says why);
 - the interval work as materializations of `heartbeats` (once per that interval, with the
   count),
-  `checkpoints`, `synced_group_offsets` and `topic_configs` (per topic).
+  `checkpoints`, `synced_group_offsets` and `topic_configs` (per topic);
+- the flow's health check verdicts every `mm2assets.checks.interval.seconds`, as check
+  evaluations of the run (`defs.health.run_checks`), so the asset page's checks list shows
+  them beside the run's materializations; the driver records none while the run lives
+  (`checks_recorder`).
 
 A follower run holds the flow's writer lease on the target as `follower run <run id>`
 (`follower_holder`) and renews it every fifth of `mm2assets.writer.lease.timeout.ms`. That is
@@ -35,9 +39,9 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 
@@ -53,6 +57,7 @@ from mm2_assets.defs.dagster_compat import (
     free_pool_slots,
     mark_run_failed,
 )
+from mm2_assets.defs.health.run_checks import RunCheckRecorder
 from mm2_assets.defs.heartbeats.assets import emission_metadata
 from mm2_assets.defs.metadata import table_metadata
 from mm2_assets.defs.replication.assets import PARTITION_COLUMNS, hazard_metadata, log_plan
@@ -96,6 +101,8 @@ FOLLOWER_GONE = (
     "cluster)"
 )
 """Why a follower run judged dead (`FollowerLiveness`) is marked failed."""
+RECORDING = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
+"""Statuses of a follower run that records the flow's check verdicts (`checks_recorder`)."""
 LEASE_READ_S = 5.0
 """Bound of the driver's read of the writer lease (once a tick, after the target answered its
 probe: one partition of a few hundred records takes well under a second)."""
@@ -403,9 +410,13 @@ def _follow_op(
                 local_slots=spark.local_slots(),
             )
 
+            checks = _check_recorder(context, flow, keys)
+
             def on_loop() -> None:
                 signals.keep()
                 aged.check()
+                if checks is not None:
+                    checks.poll()
 
             follower.run(stop, on_loop)
         if aged.reached and signals.received is None:
@@ -418,6 +429,29 @@ def _follow_op(
         context.log.info(f"{flow.name}: the follower stopped cleanly on {signals.received}")
 
     return follow
+
+
+def _check_recorder(
+    context: dg.OpExecutionContext, flow: FlowConfig, keys: dict[str, dg.AssetKey]
+) -> RunCheckRecorder | None:
+    """What records the flow's health check verdicts as events of this run, or None when the
+    flow has no checked asset (a pair that only emits heartbeats)."""
+    replicated, checkpoints = keys.get("replicated_topics"), keys.get("checkpoints")
+    if replicated is None and checkpoints is None:
+        return None
+
+    def record(evaluation: dg.AssetCheckEvaluation) -> None:
+        context.log_event(evaluation)
+        drop_logged_events(context)  # as for materializations: the op never returns
+
+    return RunCheckRecorder(
+        flow,
+        context.instance,
+        replicated_topics=replicated,
+        checkpoints=checkpoints,
+        record=record,
+        warn=context.log.warning,
+    )
 
 
 class MaxAge:
@@ -553,6 +587,34 @@ def follower_verdict(flow: FlowConfig, run_id: str) -> bool | None:
         time.sleep(max(0.1, timeout / 10))
 
 
+def checks_recorder(runs: Iterable[tuple[dg.DagsterRun, bool | None]]) -> str | None:
+    """The follower run that records the flow's check verdicts itself (`RunCheckRecorder`),
+    so that the driver records none, among `runs` (each with its liveness verdict); None
+    when there is none, and the driver records its own (runless).
+
+    That is a run starting or started that the writer lease does not show dead. Unknown
+    (None) counts as alive: a run still taking the lease, a standby, or a lease this tick
+    could not read records all the same, and a runless evaluation recorded beside it would
+    hide its verdicts for the rest of its life (the checks list shows a check's newest
+    execution; the run's own is updated in place, so it stays older). A starting run counts
+    for the same reason: its first evaluation may come before this tick's is stored."""
+    for run, alive in runs:
+        if run.status in RECORDING and alive is not False:
+            return run.run_id
+    return None
+
+
+class FollowerDecision(NamedTuple):
+    """What keeping a flow's follower alive decided on one driver tick."""
+
+    request: dg.RunRequest | None
+    """The run to request (a start, a restart, a successor), or None."""
+    note: str
+    """Why, for the tick's log."""
+    recorder: str | None
+    """The follower run that records the check verdicts (`checks_recorder`), or None."""
+
+
 def follower_request(
     instance: dg.DagsterInstance,
     flow: FlowConfig,
@@ -561,8 +623,9 @@ def follower_request(
     base_delay: float,
     now: float,
     liveness: FollowerLiveness,
-) -> tuple[dg.RunRequest | None, str]:
-    """The run request that keeps one follower of `flow` alive, or None and why not.
+) -> FollowerDecision:
+    """The run request that keeps one follower of `flow` alive, or None and why not, and the
+    follower run that records the flow's check verdicts.
 
     A follower run in flight is left alone, unless `liveness` judges it dead (it stopped
     renewing its writer lease: killed without a word, hung, cut off from the target): that run
@@ -573,11 +636,13 @@ def follower_request(
     records = work_history(instance, flow, WORK_FOLLOW)
     gone: set[str] = set()
     in_flight: list[dg.RunRecord] = []
+    judged: list[tuple[dg.DagsterRun, bool | None]] = []
     for record in records:
         run = record.dagster_run
         if run.status not in IN_PROGRESS:
             continue
-        if liveness.alive(run.run_id) is False:
+        judged.append((run, liveness.alive(run.run_id)))
+        if judged[-1][1] is False:
             mark_run_failed(instance, run, FOLLOWER_GONE)
             # Its pool slot is stale: free it now, so the restart need not wait for the
             # daemon's run monitoring.
@@ -585,6 +650,7 @@ def follower_request(
             gone.add(run.run_id)
             continue
         in_flight.append(record)
+    recorder = checks_recorder(judged)
     if in_flight:
         record = in_flight[0]
         run = record.dagster_run
@@ -594,20 +660,22 @@ def follower_request(
             # Its successor first: the old run stops when it sees it (`MaxAge`).
             tags = run_tags(flow, WORK_FOLLOW, "hand-over")
             note = f"the follower run {run.run_id[:8]} is {age:.0f} s old: requesting its successor"
-            return dg.RunRequest(job_name=job_name, tags=tags), note
-        return None, f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
+            return FollowerDecision(dg.RunRequest(job_name=job_name, tags=tags), note, recorder)
+        note = f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
+        return FollowerDecision(None, note, recorder)
     streak = streak_before(
         records, stable_seconds=flow.mm2assets_follower_stable_seconds, gone=gone, now=now
     )
     retry_at = streak.retry_at(base_delay)
     if now < retry_at:
-        return None, (
-            f"restarting the follower in {retry_at - now:.0f}s ({streak.failures} failed in a row)"
+        return FollowerDecision(
+            None,
+            f"restarting the follower in {retry_at - now:.0f}s ({streak.failures} failed in a row)",
+            recorder,
         )
     trigger = "restart" if streak.failures else "start"
-    return dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger)), (
-        f"{trigger}ing the follower"
-    )
+    request = dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger))
+    return FollowerDecision(request, f"{trigger}ing the follower", recorder)
 
 
 def follower_recovery(
