@@ -49,7 +49,7 @@ MODULE_SECONDS = {
     "test_broker_faults": 182,
     "test_follower": 163,
     "test_ui_browser": 150,
-    "test_alerts_under_faults": 290,
+    "test_alerts_under_faults": 230,
     "test_follower_handover": 95,
     "test_spark_cluster": 110,
     "test_crash_trials": 100,
