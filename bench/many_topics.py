@@ -252,6 +252,13 @@ class Load:
             except BufferError:
                 self.producer.poll(0.01)
 
+    def close(self) -> None:
+        """Let the producer go now: its delivery callback holds this object, so the cycle
+        would otherwise keep its connections (and its metadata refreshes of thousands of
+        topics being deleted) alive into the next system's run."""
+        self.producer.flush(30)
+        del self.producer
+
     def _flush(self) -> None:
         # Generous: with one ProduceRequest per partition (librdkafka), a loaded source
         # broker can trail the rate by minutes; the latencies show it.
@@ -318,9 +325,13 @@ class AllPartitionsReader(TargetReader):
         self.all_assigned_at: float | None = None
 
     def _assign_new(self, consumer: Consumer) -> None:
-        topics = consumer.list_topics(timeout=10).topics
+        pending = self.remotes.keys() - self.assigned
+        # One topic missing (the topic added under load, looked for every 0.1 s): its own
+        # metadata only, not the whole target's thousands of partitions each time.
+        only = next(iter(pending)) if len(pending) == 1 else None
+        topics = consumer.list_topics(only, timeout=10).topics
         new: list[TopicPartition] = []
-        for name in self.remotes.keys() - self.assigned:
+        for name in pending:
             meta = topics.get(name)
             if meta is None or meta.error is not None or len(meta.partitions) < self.remotes[name]:
                 continue
@@ -585,14 +596,16 @@ def search_rate(
 
 
 def run_system(
-    name: str, ctx: dict, args: argparse.Namespace, rate: int, find_rates: list[int]
+    name: str, ctx: dict, args: argparse.Namespace, rate: int, find_rates: list[int], rows: list
 ) -> dict:
     """Measure system `name` at `rate` (or the rate `search_rate` finds among `find_rates`)
     on topics of its own (see the module docstring), then delete them; its row for the
-    report (with `error` when it failed)."""
+    report (with `error` when it failed), appended to `rows` first, so a run interrupted
+    meanwhile still reports what it measured."""
     prefix = topic_prefix(name)
     topics = topic_names(prefix, args.topics)
     row: dict = {"system": name, "prefix": prefix, "rate": rate, "find_rates": find_rates}
+    rows.append(row)
     try:
         _measure_system(name, ctx, args, topics, row)
     except Exception as exc:
@@ -724,6 +737,7 @@ def _measure_system(
         raise
     finally:
         row["stop"] = running.stop()
+        load.close()
         row["samples"] = sampler.samples
         row["config"] = running.config_text()
         if name == "follower":
@@ -965,6 +979,17 @@ def rate_sustained(summaries: list[dict]) -> bool | None:
     return raw["p99_s"] < SUSTAINED_P99_S
 
 
+def _with_unit(key: str, value: float | None) -> str:
+    """A goal's figure as the report shows it: seconds, MB or a count."""
+    if value is None:
+        return "-"
+    if key.endswith("_mb"):
+        return f"{value:,.0f} MB"
+    if key.endswith("_s"):
+        return f"{value:.3f} s"
+    return f"{value:,}"
+
+
 def _verdict(met: bool | None) -> str:
     return "-" if met is None else ("**yes**" if met else "**no**")
 
@@ -1034,16 +1059,8 @@ def markdown(report: dict) -> str:
         "|---|---|---|---|",
     ]
     for g in goal_rows(summaries):
-        unit = (
-            "MB"
-            if g["key"].endswith("_mb")
-            else ("" if g["key"] in ("lost", "duplicated") else "s")
-        )
-        digits = ".0f" if unit == "MB" or not unit else ".3f"
-        lines.append(
-            f"| {g['goal']} | {fmt(g['value'], digits)} {unit} "
-            f"| {fmt(g['bound'], digits)} {unit} ({g['against']}) | {_verdict(g['met'])} |"
-        )
+        value, bound = _with_unit(g["key"], g["value"]), _with_unit(g["key"], g["bound"])
+        lines.append(f"| {g['goal']} | {value} | {bound} ({g['against']}) | {_verdict(g['met'])} |")
     lines += [
         "",
         "## Per system",
@@ -1321,8 +1338,7 @@ def measure(args: argparse.Namespace, systems: list[str], report: dict) -> None:
                 rate = args.rate
                 for name in systems:
                     find = args.find_rate if name == "raw" else []
-                    row = run_system(name, ctx, args, rate, find)
-                    report["systems"].append(row)
+                    row = run_system(name, ctx, args, rate, find, report["systems"])
                     if row.get("rate_search"):
                         rate = row["rate_search"]["chosen"]
                         report["rate_chosen"] = rate
