@@ -56,6 +56,7 @@ import json
 import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -1316,8 +1317,34 @@ def render(path: Path) -> int:
     return 0
 
 
+# Open files a broker needs besides one per partition (its log segment): its jars, sockets
+# and the internal topics' partitions (offsets, transactions, the systems' own).
+BROKER_FILES_BESIDES_PARTITIONS = 3000
+
+
+def open_files_limit(partitions: int) -> dict:
+    """Raise this process's soft limit of open files to the hard one (the brokers inherit
+    it): a broker keeps each partition's active log segment open, so one holding `partitions`
+    needs about that many files and more. Raises with what stops it when the hard limit is
+    too low; the limits, for the report."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    needed = partitions + BROKER_FILES_BESIDES_PARTITIONS
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit != resource.RLIM_INFINITY and limit < needed:
+        raise RuntimeError(
+            f"{partitions:,} partitions need about {needed:,} open files per broker and "
+            f"this machine allows {limit:,} (`ulimit -Hn`): at most about "
+            f"{max(limit - BROKER_FILES_BESIDES_PARTITIONS, 0):,} partitions here; raise the "
+            "hard limit (limits.conf, or `ulimit -Hn` as root) and run again"
+        )
+    return {"soft_before": soft, "hard": hard, "needed": needed}
+
+
 def measure(args: argparse.Namespace, systems: list[str], report: dict) -> None:
     """The clusters, their warm-up, then every system in turn; fills `report`."""
+    report["open_files"] = open_files_limit(args.topics * args.partitions)
     with tempfile.TemporaryDirectory(prefix="many-kafka-") as kafka_dir:
         try:
             with running_clusters(

@@ -3,6 +3,8 @@ and the report's rendering (the run itself is a benchmark, not a test)."""
 
 from __future__ import annotations
 
+import pytest
+
 from mm2_assets_tests.bench_scripts import load_bench_script
 
 many = load_bench_script("many_topics")
@@ -199,3 +201,15 @@ def test_a_full_size_report_is_not_marked_as_a_smoke_run() -> None:
     text = many.markdown(_report([_row("follower")], topics=2000))
     assert "Smoke run" not in text
     assert "## Goals (issue 48, for 8,000 partitions)" in text
+
+
+def test_a_size_past_the_open_files_limit_stops_before_any_broker_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A broker keeps every partition's log segment open: 20,000 partitions do not fit in
+    # 20,000 files, and the run says what stops it and how far this machine goes.
+    monkeypatch.setattr(many.resource, "getrlimit", lambda _: (20_000, 20_000))
+    monkeypatch.setattr(many.resource, "setrlimit", lambda *_: None)
+    with pytest.raises(RuntimeError, match=r"allows 20,000 .*at most about 17,000 partitions"):
+        many.open_files_limit(20_000)
+    assert many.open_files_limit(8_000)["needed"] == 11_000
