@@ -753,7 +753,9 @@ def _measure_system(
             cluster="backup",
         )
     )
-    counted = [tally.phases[x] for x in (LEAD, LOAD, DURING, *find)]
+    # The rate search's rates below the one chosen never ran.
+    tried = [tally.phases[x] for x in find if tally.phases[x].sent]
+    counted = [*(tally.phases[x] for x in (LEAD, LOAD, DURING)), *tried]
     row["counts"] = {p.name.decode(): count_records(p, p.sent, n) for p in counted} | {
         "probe": count_records(probes, n, n)
     }
