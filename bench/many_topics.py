@@ -612,6 +612,9 @@ def run_system(
     except Exception as exc:
         # One system failing must not lose the others' measurements.
         row["error"] = f"{type(exc).__name__}: {exc}"
+    except BaseException:
+        row["error"] = "interrupted"  # Ctrl-C or SIGTERM: reported as such, then stop
+        raise
     # Gone before the next system starts: thousands of idle partitions per system would
     # pile up on the brokers (and the next system's settle waits for the deletion's work).
     every = [*topics, f"{prefix}added"]
@@ -1197,6 +1200,8 @@ def _load_section(rows: list[dict], p: dict) -> list[str]:
         "",
     ]
     counted = [r for r in rows if r.get("counts")]
+    if not counted:  # no system got as far as counting (it failed, or the run was stopped)
+        return lines
     lines += _table(
         [
             "system",
