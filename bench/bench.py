@@ -291,10 +291,13 @@ RAW_PRODUCER = {
 }
 
 
-def _forward(producer: Producer, messages: list[Message], remote: str) -> list[Message]:
-    """Produce each consumed record to the same partition of `remote` (key, value, timestamp
-    and headers kept, as the other systems keep them); returns the error events among
-    `messages` for the caller. One call per batch: the per-record loop stays inline."""
+def _forward(
+    producer: Producer, messages: list[Message], remote: str, *, prefix: bool = False
+) -> list[Message]:
+    """Produce each consumed record to the same partition of `remote` (with `prefix`: of
+    `remote` + its own topic's name, for a loop over many topics), key, value, timestamp and
+    headers kept, as the other systems keep them; returns the error events among `messages`
+    for the caller. One call per batch: the per-record loop stays inline."""
     errors = []
     for msg in messages:
         if msg.error():
@@ -303,7 +306,7 @@ def _forward(producer: Producer, messages: list[Message], remote: str) -> list[M
         while True:
             try:
                 producer.produce(
-                    remote,
+                    remote + msg.topic() if prefix else remote,
                     key=msg.key(),
                     value=msg.value(),
                     partition=msg.partition(),
@@ -342,12 +345,46 @@ def raw_follow_worker(
     every record up to `timeout` when fewer than n arrive).
     """
     consumer = Consumer({"bootstrap.servers": source, **RAW_CONSUMER})
-    producer = Producer({"bootstrap.servers": target, **RAW_PRODUCER})
     consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    _follow(consumer, Producer({"bootstrap.servers": target, **RAW_PRODUCER}), remote, stop)
+
+
+def raw_pattern_worker(
+    source: str, target: str, pattern: str, prefix: str, group: str, stop: Event
+) -> None:
+    """Follow every topic matching the regex `pattern` (new ones included) from offset 0 in
+    consumer group `group`, copying each to `prefix` + its name (which must exist) until
+    `stop` is set: the raw ceiling over many topics, as one member of the group per process.
+
+    Cooperative-sticky, so a new topic adds partitions without taking the others away, and
+    auto commit, so a partition that moves to another member resumes near where it was
+    (at-least-once); the metadata is read every 5 s, the other systems' topic refresh."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source,
+            **RAW_CONSUMER,
+            "group.id": group,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 1000,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "topic.metadata.refresh.interval.ms": 5000,
+        }
+    )
+    consumer.subscribe([pattern])
+    producer = Producer({"bootstrap.servers": target, **RAW_PRODUCER})
+    _follow(consumer, producer, prefix, stop, prefix=True)
+
+
+def _follow(
+    consumer: Consumer, producer: Producer, remote: str, stop: Event, *, prefix: bool = False
+) -> None:
+    """Copy what `consumer` reads to `remote` (see `_forward`) until `stop` is set."""
     while not stop.is_set():
         first = consumer.poll(0.1)
         if first is not None:
-            for event in _forward(producer, [first, *consumer.consume(10_000, 0)], remote):
+            batch = [first, *consumer.consume(10_000, 0)]
+            for event in _forward(producer, batch, remote, prefix=prefix):
                 if event.error().fatal():
                     raise KafkaException(event.error())
                 # Anything else librdkafka retries itself.

@@ -185,6 +185,23 @@ class Phase:
         return list(self.ack_latency)
 
 
+def latency_figures(phase: Phase) -> dict:
+    """A phase's produce→visible percentiles, max and mean, the system's added share (from the
+    source's acknowledgement) and the source's acknowledgement itself; None where no record."""
+    values, added, acks = phase.latencies(), phase.added_latencies(), phase.ack_latencies()
+    return {
+        "p50_s": percentile(values, 0.5) if values else None,
+        "p90_s": percentile(values, 0.9) if values else None,
+        "p99_s": percentile(values, 0.99) if values else None,
+        "max_s": max(values) if values else None,
+        "mean_s": statistics.fmean(values) if values else None,
+        "added_p50_s": percentile(added, 0.5) if added else None,
+        "added_p99_s": percentile(added, 0.99) if added else None,
+        "ack_p50_s": percentile(acks, 0.5) if acks else None,
+        "ack_p99_s": percentile(acks, 0.99) if acks else None,
+    }
+
+
 class Tally:
     """Arrivals on a remote topic by key prefix; records of no known prefix count as strays."""
 
@@ -536,8 +553,11 @@ def _group_leftovers(pgid: int, grace: float = 15.0) -> list[str]:
     return left
 
 
-def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> Running:
-    """Start `name` replicating `topic` (which exists on the source)."""
+def start_system(
+    name: str, ctx: dict, topic: str, args: argparse.Namespace, mm2_tasks: int = PARTITIONS
+) -> Running:
+    """Start `name` replicating `topic` (which exists on the source; a name or, for the
+    follower and MM2, a pattern); MM2 with `tasks.max` `mm2_tasks`."""
     workdir = Path(tempfile.mkdtemp(prefix=f"lat-{name}-"))
     config = workdir / "mm2.properties"
     log = workdir / "out.log"
@@ -565,7 +585,7 @@ def start_system(name: str, ctx: dict, topic: str, args: argparse.Namespace) -> 
                 source,
                 target,
                 f"{topic}, {topic}{NEW_SUFFIX}",
-                tasks_max=PARTITIONS,
+                tasks_max=mm2_tasks,
                 producer={"acks": "all", "enable.idempotence": "true"},
                 exactly_once_port=free_port_pairs(1)[0][0] if name == "mm2-eos" else None,
             )
@@ -953,22 +973,13 @@ def latency_system(name: str, ctx: dict, args: argparse.Namespace, rates: list[i
     pauses = {alias: read_pauses(path) for alias, path in ctx["gc_logs"].items()}
     for row in rows:
         phase = tally.phases[phases[row["rate"]]]
-        values, added, acks = phase.latencies(), phase.added_latencies(), phase.ack_latencies()
         row.update(
             {
                 "system": name,
                 "arrived": phase.distinct,
                 "lost": row["records"] - phase.distinct,
                 "duplicated": phase.duplicates,
-                "p50_s": percentile(values, 0.5) if values else None,
-                "p90_s": percentile(values, 0.9) if values else None,
-                "p99_s": percentile(values, 0.99) if values else None,
-                "max_s": max(values) if values else None,
-                "mean_s": statistics.fmean(values) if values else None,
-                "added_p50_s": percentile(added, 0.5) if added else None,
-                "added_p99_s": percentile(added, 0.99) if added else None,
-                "ack_p50_s": percentile(acks, 0.5) if acks else None,
-                "ack_p99_s": percentile(acks, 0.99) if acks else None,
+                **latency_figures(phase),
             }
         )
         if log is not None:

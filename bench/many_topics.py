@@ -1,56 +1,69 @@
-"""Follow mode over many topics: time to following, RSS, CPU and latency at a steady rate.
+"""Many topics: the follower beside MM2 (at-least-once and exactly-once) and the raw loop.
 
-The issue's goal: "Follow mode over 2,000 topics x 4 partitions: time to following, RSS, p99
-at 2,000 records/s". It states no bound, so this reports figures, not verdicts. One run:
+Issue 48: at 8,000 partitions (2,000 topics x 4) and 20,000 (5,000 x 4), at a rate the
+brokers sustain (the raw loop's p99 under a second), per system: the time from its start to
+every partition followed, p50 and p99 produce→visible, RSS and CPU, a topic added under load
+(time to its first record on the target, and the others' p99 meanwhile), lost and duplicated;
+and the goals, judged against the other systems of the same run (`goal_rows`).
 
-1. starts two local single-broker clusters with the project's launcher (`primary`, the source,
-   and `backup`) and creates `--topics` topics `mt-NNNN` of `--partitions` partitions on the
-   source, `--batch` topics per CreateTopics call (one call for 2,000 topics would wait on
-   the controller for all of them at once; batches show the broker's pace as they go);
-2. writes one probe record to every source partition (key `probe-<g>`, g the partition's
-   index over all topics), then starts the follower as latency.py does: `mm2-assets follow
-   --config` (this checkout, no Dagster; `latency.start_system`) with the flow primary->backup
-   on `mt-.*` and latency.py's follower settings (`latency.follower_properties`: replication
-   factor 1, no heartbeats, refresh 5 s, follow mode; every other interval at its default);
-3. times the start-up from the follower's process start: (a) its first `following N
-   partitions of M topics` line and (b) every probe visible on the target (read_committed):
-   all partitions actually copied; on the way, the first and the last remote topic created
-   on the target; then `--idle` s of following with nothing to copy (its CPU and RSS);
-4. produces `--rate` records/s of `--value-size` bytes for `--seconds`, round robin over every
-   source partition (key `load-<i>`, record i to partition i mod N), and stamps each record's
-   first arrival on the target (latency.py's `Tally`/`Phase`; latency = arrival - CreateTime);
-   the follower's process tree (its Python process, Spark's JVM and Python workers) and the
-   brokers are sampled every `--sample-seconds` (RSS, CPU: `procstat`);
-5. waits for the target to catch up, stops the follower with SIGTERM (latency.py's
-   `Running.stop`: to `follow` itself, then what is left of its group), counts lost and
-   duplicated records per partition and open transactions on every remote partition, and
-   stops the clusters. SIGTERM or Ctrl-C of the benchmark stops everything it started.
-   A run that fails (the follower exits, the probes do not arrive within
-   `--startup-timeout`) still writes what it measured, the error and the follower's output.
+One run starts two local single-broker clusters with the project's launcher (`primary`, the
+source, and `backup`), warms them up (latency.py's untimed raw copy and transactions), then
+measures each of `--systems` in turn (latency.py's systems and their start and stop,
+`latency.start_system`), each on fresh topics of its own so no system inherits another's
+records, remote topics, groups or load:
 
-The target reader is latency.py's `TargetReader` with its one-topic assignment replaced:
-every partition of every remote topic is assigned (from offset 0, no group) as soon as the
-topic shows in the target's metadata, checked every 0.5 s until all are there.
+1. the brokers settle (`latency.settle_brokers`); `--topics` topics `mt-<system>-NNNN` of
+   `--partitions` partitions are created on the source, `--batch` per CreateTopics call, and
+   waited for until every partition has a leader; one probe record goes to every partition;
+2. the system starts on the pattern `mt-<system>-.*`: the follower (`mm2-assets follow
+   --config`, latency.py's follower settings: refresh 5 s, heartbeats off), MM2 (`mm2`,
+   dedicated mode, remote topics `mm2src.*`), MM2 with exactly-once (`mm2-eos`, its own
+   Connect group and internal topics; latency.py's `mm2_properties`), both with `tasks.max`
+   `--mm2-tasks` (default: one per core), or the raw loop (`raw`: bench.py's consume→produce
+   loop, one process per core, here subscribed to the pattern in one consumer group, copying
+   into `raw.*` topics the benchmark creates beforehand: it has no topic management);
+3. time to every partition followed: from the system's process start until every probe is
+   visible on the target (read_committed); then `--idle` s of following with nothing to copy;
+4. `--rate` records/s of `--value-size` bytes, round robin over every partition, for
+   `--lead-in` s (not timed: warming the path), `--seconds` s (the steady window: p50, p99,
+   RSS, CPU) and `--added-seconds` s during which a topic `mt-<system>-added` is created on
+   the source with one record per partition (the topic added under load: time from its
+   CreateTopics to its first and last record visible on the target; the others' p99 over
+   these seconds beside their steady p99);
+5. the target catches up (`--drain-timeout`), the system stops (latency.py's `Running.stop`:
+   SIGTERM, process groups included), lost and duplicated records are counted per phase and
+   open transactions on every remote partition; the system's topics are deleted on both
+   clusters before the next system.
 
-Results: `bench/results/many_topics.json` and `many_topics.md` (with the latency figures of
-latency.json and soak.json, when present, beside these).
+`--find-rate R1,R2,..` finds the rate first: the raw loop runs first and, before its measured
+window, tries each rate for `--find-seconds` from the highest down; the first whose p99 stays
+under a second is `--rate` for every system. A system that fails (does not follow within
+`--startup-timeout`, exits) is reported with its error and the run goes on. SIGTERM or Ctrl-C
+stops everything it started (MM2's JVMs, Spark, the raw workers, the brokers) and still
+writes what was measured.
 
-Usage: `.venv/bin/python bench/many_topics.py [--topics 2000] [--partitions 4] [--rate 2000]
-[--seconds 120] [--note TEXT] [--out DIR]`; `--render JSON` writes the markdown again.
+Results: `<out>/<name>.json` and `.md` (`--name`, default `many_topics`); `--render JSON`
+writes the markdown again.
+
+Usage: `.venv/bin/python bench/many_topics.py [--topics 2000] [--partitions 4] [--rate 500 |
+--find-rate 2000,1000,500,250] [--systems follower,mm2,mm2-eos,raw] [--note TEXT]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -64,37 +77,72 @@ from latency import (
     Running,
     Tally,
     TargetReader,
+    day_seconds,
     fmt,
     follower_log,
+    latency_figures,
     load_note,
     machine_load,
     percentile,
+    settle_brokers,
     start_system,
+    transactional_warmup,
     tree_rss_mb,
     wait_started,
 )
-from mm2_process import interrupt_on_sigterm
+from mm2_process import interrupt_on_sigterm, remote_topic
 from procstat import TreeCpu
 
+from bench import raw_pattern_worker, warm_up
 from mm2_assets.kafka.admin import admin_client, open_transactions
-from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+SYSTEMS = ("follower", "mm2", "mm2-eos", "raw")
+# Key prefixes of the records (`<prefix>-<index>`), one Phase each.
 PROBE = b"probe"
+LEAD = b"lead"
 LOAD = b"load"
-TOPIC_PATTERN = "mt-.*"
+DURING = b"during"
+ADDED = b"added"
+RAW_PREFIX = "raw."
+# The issue's bounds.
+GOAL_PARTITIONS = 8000
+SUSTAINED_P99_S = 1.0
+ADDED_WITHIN_S = 10.0
+ADDED_P99_RATIO = 1.25
+MM2_P99_RATIO = 2.0
+
+
+def find_phase(rate: int) -> bytes:
+    """The key prefix of the rate search's records at `rate`."""
+    return b"find%d" % rate
+
+
+def topic_prefix(system: str) -> str:
+    """`mt-<system>-`, the dash of `mm2-eos` dropped: no system's pattern names another's
+    topics (`mt-mm2-.*` does not match `mt-mm2eos-0000`)."""
+    return f"mt-{system.replace('-', '')}-"
+
+
+def topic_names(prefix: str, count: int) -> list[str]:
+    """`<prefix>0000`..: zero-padded, so the names sort in creation order."""
+    width = max(4, len(str(count - 1)))
+    return [f"{prefix}{i:0{width}d}" for i in range(count)]
+
+
+def remote_name(system: str, topic: str) -> str:
+    """Where `system` copies `topic` on the target."""
+    if system == "follower":
+        return f"primary.{topic}"  # DefaultReplicationPolicy, source alias `primary`
+    if system in ("mm2", "mm2-eos"):
+        return remote_topic(topic)
+    return RAW_PREFIX + topic
 
 
 # --- set-up ----------------------------------------------------------------------------------
-
-
-def topic_names(count: int) -> list[str]:
-    """`mt-0000`..: zero-padded, so the names sort in creation order."""
-    width = max(4, len(str(count - 1)))
-    return [f"mt-{i:0{width}d}" for i in range(count)]
 
 
 def create_in_batches(
@@ -139,6 +187,19 @@ def wait_for_leaders(
         time.sleep(0.5)
 
 
+def delete_topics(bootstrap: str, topics: list[str], batch: int) -> int:
+    """Delete those of `topics` that exist, `batch` per call, without waiting for the logs to
+    go (the next system's topics have other names, and it starts once the brokers settled);
+    how many were asked for."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    present = admin.list_topics(timeout=30).topics
+    gone = [t for t in topics if t in present]
+    for i in range(0, len(gone), batch):
+        for future in admin.delete_topics(gone[i : i + batch], operation_timeout=60).values():
+            future.result(120)
+    return len(gone)
+
+
 # --- producing -------------------------------------------------------------------------------
 
 
@@ -147,9 +208,11 @@ class Load:
     warm when the timed load starts (a cold producer would look up 2,000 topics inside the
     first seconds of the window, and that would count as latency)."""
 
-    def __init__(self, bootstrap: str, partitions: list[tuple[str, int]], phase: Phase) -> None:
+    def __init__(
+        self, bootstrap: str, partitions: list[tuple[str, int]], phases: dict[bytes, Phase]
+    ) -> None:
         self.partitions = partitions
-        self.phase = phase
+        self.phases = phases
         self.failed: list[str] = []
         self.producer = Producer(
             {
@@ -166,13 +229,14 @@ class Load:
                 self.failed.append(str(err))
             return
         name, _, index = msg.key().rpartition(b"-")
-        if name != self.phase.name:
-            return  # a probe
+        phase = self.phases.get(name)
+        if phase is None:
+            return
         i = int(index)
         now = time.time()
-        if i < len(self.phase.acked):
-            self.phase.acked[i] = now
-        self.phase.ack_latency.append(now - msg.timestamp()[1] / 1000)
+        if i < len(phase.acked):  # sized by `run` before it produces (not for the probes)
+            phase.acked[i] = now
+        phase.ack_latency.append(now - msg.timestamp()[1] / 1000)
 
     def probes(self) -> int:
         """One probe record per partition, acknowledged; how many."""
@@ -189,6 +253,13 @@ class Load:
             except BufferError:
                 self.producer.poll(0.01)
 
+    def close(self) -> None:
+        """Let the producer go now: its delivery callback holds this object, so the cycle
+        would otherwise keep its connections (and its metadata refreshes of thousands of
+        topics being deleted) alive into the next system's run."""
+        self.producer.flush(30)
+        del self.producer
+
     def _flush(self) -> None:
         # Generous: with one ProduceRequest per partition (librdkafka), a loaded source
         # broker can trail the rate by minutes; the latencies show it.
@@ -197,25 +268,37 @@ class Load:
         if self.failed:
             raise RuntimeError(f"deliveries failed: {self.failed[:3]}")
 
-    def steady(self, rate: int, seconds: int, value_size: int) -> int:
-        """`rate` records/s for `seconds`, round robin over every partition (record i to
-        partition i mod N), each acknowledgement stamped into the phase; how many."""
-        # Sized up front: the delivery callback only stores into it.
-        self.phase.acked.frombytes(bytes(8 * (rate * seconds + rate)))
+    def run(
+        self,
+        rate: int,
+        plan: list[tuple[Phase, float]],
+        value_size: int,
+        on_phase: Callable[[Phase], object] | None = None,
+    ) -> None:
+        """`rate` records/s for each (phase, seconds) of `plan` in turn, without a pause
+        between them, round robin over every partition (a phase's record i to partition
+        i mod N), each acknowledgement stamped into its phase; `on_phase(phase)` as each
+        starts. Each phase's `sent` says how many it wrote."""
+        for phase, seconds in plan:
+            # Sized up front: the delivery callback only stores into it.
+            phase.acked.frombytes(bytes(8 * int(rate * seconds + rate)))
         value = b"x" * value_size
         n = len(self.partitions)
-        sent = 0
-        started = time.monotonic()
-        while (elapsed := time.monotonic() - started) < seconds:
-            due = int(elapsed * rate)
-            while sent < due:
-                topic, partition = self.partitions[sent % n]
-                self._produce(topic, partition, b"%s-%d" % (LOAD, sent), value)
-                sent += 1
-            self.producer.poll(0)
-            time.sleep(0.005)
+        for phase, seconds in plan:
+            if on_phase is not None:
+                on_phase(phase)
+            sent = 0
+            started = time.monotonic()
+            while (elapsed := time.monotonic() - started) < seconds:
+                due = int(elapsed * rate)
+                while sent < due:
+                    topic, partition = self.partitions[sent % n]
+                    self._produce(topic, partition, b"%s-%d" % (phase.name, sent), value)
+                    sent += 1
+                self.producer.poll(0)
+                time.sleep(0.005)
+            phase.sent = sent
         self._flush()
-        return sent
 
 
 # --- reading the target ----------------------------------------------------------------------
@@ -226,23 +309,30 @@ class AllPartitionsReader(TargetReader):
     feeding a `Tally`, `finish` once idle) over every partition of many remote topics.
 
     latency.py's reader assigns the 8 partitions of one topic once; here the remote topics
-    appear one by one while the follower plans, so the assignment grows: every 0.5 s the
-    target's metadata is read and the partitions of the remote topics that appeared are
-    added (`incremental_assign`, from offset 0), until all are assigned. A record copied
+    appear one by one while the system plans, so the assignment grows: every `assign_every`
+    s the target's metadata is read and the partitions of the remote topics that appeared
+    are added (`incremental_assign`, from offset 0), until all are assigned. A record copied
     before its topic was assigned is stamped when the reader gets to it (late), so
     `all_assigned_at` is kept to show whether that could have happened.
     """
 
-    def __init__(self, bootstrap: str, remotes: dict[str, int], tally: Tally) -> None:
+    def __init__(
+        self, bootstrap: str, remotes: dict[str, int], tally: Tally, assign_every: float = 0.5
+    ) -> None:
         super().__init__(bootstrap, "remote topics", tally)
         self.remotes = remotes
+        self.assign_every = assign_every
         self.assigned: set[str] = set()
         self.all_assigned_at: float | None = None
 
     def _assign_new(self, consumer: Consumer) -> None:
-        topics = consumer.list_topics(timeout=10).topics
+        pending = self.remotes.keys() - self.assigned
+        # One topic missing (the topic added under load, looked for every 0.1 s): its own
+        # metadata only, not the whole target's thousands of partitions each time.
+        only = next(iter(pending)) if len(pending) == 1 else None
+        topics = consumer.list_topics(only, timeout=10).topics
         new: list[TopicPartition] = []
-        for name in self.remotes.keys() - self.assigned:
+        for name in pending:
             meta = topics.get(name)
             if meta is None or meta.error is not None or len(meta.partitions) < self.remotes[name]:
                 continue
@@ -270,7 +360,7 @@ class AllPartitionsReader(TargetReader):
             while True:
                 if self.all_assigned_at is None and time.monotonic() >= next_assign:
                     self._assign_new(consumer)
-                    next_assign = time.monotonic() + 0.5
+                    next_assign = time.monotonic() + self.assign_every
                 first = consumer.poll(0.1)
                 if first is not None:
                     batch = [first, *consumer.consume(10_000, 0)]
@@ -292,8 +382,9 @@ class AllPartitionsReader(TargetReader):
 
 
 class Sampler:
-    """Every `interval` s: the follower tree's RSS and CPU seconds so far, the brokers' CPU
-    seconds so far and the 1-minute loadavg, from the follower's start to its stop."""
+    """Every `interval` s: the system's process trees' RSS and CPU seconds so far, the
+    brokers' CPU seconds so far and the 1-minute loadavg, from the system's start to its
+    stop."""
 
     def __init__(self, pids: list[int], broker_pids: list[int], since: float, interval: float):
         self.pids = pids
@@ -337,7 +428,7 @@ class Sampler:
 
 def window_resources(samples: list[dict], start: dict, end: dict) -> dict:
     """RSS mean/max over the samples between `start` and `end` (both included), CPU cores of
-    the follower tree and of the brokers over the span."""
+    the system's trees and of the brokers over the span."""
     inside = [s for s in samples if start["t"] <= s["t"] <= end["t"]]
     span = max(end["t"] - start["t"], 1e-3)
     rss = [s["rss_mb"] for s in inside]
@@ -353,7 +444,356 @@ def window_resources(samples: list[dict], start: dict, end: dict) -> dict:
     }
 
 
-# --- the run ---------------------------------------------------------------------------------
+# --- a topic added under load ----------------------------------------------------------------
+
+
+class AddedTopic:
+    """A topic created on the source while the load runs, named so the system's pattern
+    takes it (`<prefix>added`), with one record per partition written as soon as it exists
+    (key `added-<p>`); read on the target by a reader of its own that looks for the remote
+    topic every 0.1 s from the moment of the CreateTopics call.
+
+    For the raw loop, which copies into existing topics only, its remote topic is created
+    first (not timed: the raw loop has no topic management of its own)."""
+
+    def __init__(self, ctx: dict, system: str, prefix: str, partitions: int) -> None:
+        self.ctx = ctx
+        self.system = system
+        self.topic = f"{prefix}added"
+        self.remote = remote_name(system, self.topic)
+        self.partitions = partitions
+        self.tally = Tally([ADDED])
+        self.phase = self.tally.phases[ADDED]
+        self.reader = AllPartitionsReader(
+            ctx["target"], {self.remote: partitions}, self.tally, assign_every=0.1
+        )
+        self.created_at: float | None = None
+        self.produced_at: float | None = None
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="added-topic", daemon=True)
+
+    def start(self) -> None:
+        """Create it and write its records in a thread: the steady load goes on meanwhile."""
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            if self.system == "raw":
+                target = AdminClient({"bootstrap.servers": self.ctx["target"]})
+                new = NewTopic(self.remote, self.partitions, 1)
+                target.create_topics([new])[self.remote].result(60)
+            admin = AdminClient({"bootstrap.servers": self.ctx["source"]})
+            self.created_at = time.time()
+            self.reader.start()
+            new = NewTopic(self.topic, self.partitions, 1)
+            admin.create_topics([new])[self.topic].result(60)
+            producer = Producer({"bootstrap.servers": self.ctx["source"], "acks": "all"})
+            for p in range(self.partitions):
+                producer.produce(self.topic, key=b"%s-%d" % (ADDED, p), value=b"a", partition=p)
+            if producer.flush(60):
+                raise RuntimeError("the added topic's records not delivered within 60 s")
+            self.produced_at = time.time()
+            self.phase.sent = self.partitions
+        except Exception as exc:  # reported with the figures
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def arrived(self) -> bool:
+        """Every record of it visible on the target (or it could not be made)."""
+        return self.error is not None or self.phase.distinct >= self.partitions
+
+    def figures(self) -> dict:
+        """Seconds from its CreateTopics call: its records acknowledged by the source, its
+        remote topic in the target's metadata, its first and its last record visible."""
+        at = self.created_at
+
+        def since(t: float | None) -> float | None:
+            return None if t is None or at is None else round(t - at, 2)
+
+        return {
+            "topic": self.topic,
+            "remote": self.remote,
+            "partitions": self.partitions,
+            "produced_s": since(self.produced_at),
+            "remote_topic_s": since(self.reader.all_assigned_at),
+            "first_record_s": since(self.phase.first_at),
+            "all_records_s": since(
+                self.phase.last_at if self.phase.distinct >= self.partitions else None
+            ),
+            "records": self.phase.sent,
+            "arrived": self.phase.distinct,
+            "lost": self.phase.sent - self.phase.distinct,
+            "duplicated": self.phase.duplicates,
+            "error": self.error,
+        }
+
+
+# --- the systems -----------------------------------------------------------------------------
+
+
+def start_raw(ctx: dict, prefix: str, workers_n: int) -> Running:
+    """The raw loop over every topic matching `<prefix>.*` (bench.py's `raw_pattern_worker`),
+    `workers_n` processes in one consumer group, into `raw.<topic>`; stopped like latency.py's
+    raw loop (`Running.stop`: its event, then join)."""
+    workdir = Path(tempfile.mkdtemp(prefix="many-raw-"))
+    spawn = multiprocessing.get_context("spawn")
+    stop = spawn.Event()
+    group = f"many-raw-{time.time_ns()}"
+    started = time.time()
+    workers = [
+        spawn.Process(
+            target=raw_pattern_worker,
+            args=(ctx["source"], ctx["target"], f"^{prefix}.*", RAW_PREFIX, group, stop),
+            daemon=True,
+        )
+        for _ in range(workers_n)
+    ]
+    for w in workers:
+        w.start()
+    return Running("raw", f"{prefix}.*", "", workdir, started, workers=workers, worker_stop=stop)
+
+
+def start(name: str, ctx: dict, prefix: str, args: argparse.Namespace) -> Running:
+    """Start system `name` on every topic matching `<prefix>.*`."""
+    if name == "raw":
+        return start_raw(ctx, prefix, args.mm2_tasks)
+    return start_system(name, ctx, f"{prefix}.*", args, mm2_tasks=args.mm2_tasks)
+
+
+def wait_for(done: Callable[[], bool], timeout: float, running: Running) -> bool:
+    """Until `done()`, `timeout` s at most or the system exits; whether it is done."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline or not running.alive():
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def search_rate(
+    load: Load, tally: Tally, rates: list[int], args: argparse.Namespace, running: Running
+) -> dict:
+    """From the highest of `rates` down, `--find-seconds` at each until the system's p99
+    stays under `SUSTAINED_P99_S` with every record arrived; the rate chosen (the lowest
+    when none does)."""
+    steps: list[dict] = []
+    chosen = None
+    for rate in sorted(rates, reverse=True):
+        phase = tally.phases[find_phase(rate)]
+        load.run(rate, [(phase, args.find_seconds)], args.value_size)
+        wait_for(lambda p=phase: p.distinct >= p.sent, args.drain_timeout, running)
+        values = phase.latencies()
+        p99 = percentile(values, 0.99) if values else None
+        steps.append({"rate": rate, "records": phase.sent, "arrived": phase.distinct, "p99_s": p99})
+        print(f"many_topics: rate search {json.dumps(steps[-1])}", flush=True)
+        if p99 is not None and p99 < SUSTAINED_P99_S and phase.distinct >= phase.sent:
+            chosen = rate
+            break
+    return {
+        "seconds": args.find_seconds,
+        "steps": steps,
+        "chosen": chosen if chosen is not None else min(rates),
+        "sustained": chosen is not None,
+    }
+
+
+def run_system(
+    name: str, ctx: dict, args: argparse.Namespace, rate: int, find_rates: list[int], rows: list
+) -> dict:
+    """Measure system `name` at `rate` (or the rate `search_rate` finds among `find_rates`)
+    on topics of its own (see the module docstring), then delete them; its row for the
+    report (with `error` when it failed), appended to `rows` first, so a run interrupted
+    meanwhile still reports what it measured."""
+    prefix = topic_prefix(name)
+    topics = topic_names(prefix, args.topics)
+    row: dict = {"system": name, "prefix": prefix, "rate": rate, "find_rates": find_rates}
+    rows.append(row)
+    try:
+        _measure_system(name, ctx, args, topics, row)
+    except Exception as exc:
+        # One system failing must not lose the others' measurements.
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    except BaseException:
+        row["error"] = "interrupted"  # Ctrl-C or SIGTERM: reported as such, then stop
+        raise
+    # Gone before the next system starts: thousands of idle partitions per system would
+    # pile up on the brokers (and the next system's settle waits for the deletion's work).
+    every = [*topics, f"{prefix}added"]
+    row["deleted"] = {
+        "source": delete_topics(ctx["source"], every, args.batch),
+        "target": delete_topics(ctx["target"], [remote_name(name, t) for t in every], args.batch),
+    }
+    return row
+
+
+def _measure_system(
+    name: str, ctx: dict, args: argparse.Namespace, topics: list[str], row: dict
+) -> None:
+    """`run_system`'s measurement; fills `row` as it goes."""
+    source, target = ctx["source"], ctx["target"]
+    prefix = row["prefix"]
+    row["brokers_settled"] = settle_brokers(ctx)
+    print(f"many_topics: {name}: brokers quiet ({json.dumps(row['brokers_settled'])})", flush=True)
+    admin = AdminClient({"bootstrap.servers": source})
+    t0 = time.monotonic()
+    batches = create_in_batches(admin, topics, args.partitions, args.batch)
+    created_s = time.monotonic() - t0
+    wait_for_leaders(admin, topics, args.partitions, args.leader_timeout)
+    leaders_s = time.monotonic() - t0
+    remotes = {remote_name(name, t): args.partitions for t in topics}
+    if name == "raw":
+        raw_admin = AdminClient({"bootstrap.servers": target})
+        create_in_batches(raw_admin, list(remotes), args.partitions, args.batch)
+        wait_for_leaders(raw_admin, list(remotes), args.partitions, args.leader_timeout)
+    partitions = [(t, p) for t in topics for p in range(args.partitions)]
+    n = len(partitions)
+    find = [find_phase(r) for r in row.get("find_rates", [])]
+    tally = Tally([PROBE, LEAD, LOAD, DURING, *find])
+    probes = tally.phases[PROBE]
+    load = Load(source, partitions, tally.phases)
+    t0 = time.monotonic()
+    load.probes()
+    row["setup"] = {
+        "create_s": round(created_s, 1),
+        "create_batches": len(batches),
+        "create_batch_median_s": round(statistics.median(batches), 2),
+        "leaders_s": round(leaders_s, 1),
+        "probes_s": round(time.monotonic() - t0, 1),
+    }
+    print(f"many_topics: {name}: set up {json.dumps(row['setup'])}", flush=True)
+
+    running = start(name, ctx, prefix, args)
+    # start_system names the remote topic after its argument, a pattern here: wait for the
+    # first real one instead.
+    running.remote = remote_name(name, topics[0])
+    reader = AllPartitionsReader(target, remotes, tally)
+    added = AddedTopic(ctx, name, prefix, args.partitions)
+    row["workdir"] = str(running.workdir)
+    print(f"many_topics: {name}: started in {running.workdir}", flush=True)
+    sampler = Sampler(running.pids, ctx["broker_pids"], running.started, args.sample_seconds)
+    marks: dict[bytes, dict] = {}
+    try:
+        with sampler as s:
+            started = wait_started(running, target, args.startup_timeout, reader.start)
+            row["startup"] = dict(started)  # kept should the copying fail
+            if not wait_for(lambda: probes.distinct >= n, args.startup_timeout, running):
+                raise RuntimeError(
+                    f"{probes.distinct} of {n} probes on the target after "
+                    f"{time.time() - running.started:.0f} s:\n{running.log_tail()}"
+                )
+            following = s.take()
+            row["startup"] = {
+                **started,
+                "first_probe_s": (probes.first_at or 0.0) - running.started,
+                "all_probes_s": (probes.last_at or 0.0) - running.started,
+                "all_assigned_s": (reader.all_assigned_at or time.time()) - running.started,
+                "rss_mb": following["rss_mb"],
+                "rss_max_mb": max(x["rss_mb"] for x in s.samples),
+                "cpu_s": following["cpu_s"],
+            }
+            print(f"many_topics: {name}: following {json.dumps(row['startup'])}", flush=True)
+            # Following with nothing to copy: what the partitions alone cost.
+            time.sleep(args.idle)
+            row["idle"] = window_resources(s.samples, following, s.take())
+            if find:
+                row["rate_search"] = search_rate(load, tally, row["find_rates"], args, running)
+                row["rate"] = row["rate_search"]["chosen"]
+
+            def on_phase(phase: Phase) -> None:
+                marks[phase.name] = {"at": time.time(), "sample": s.take()}
+                if phase is tally.phases[DURING]:
+                    added.start()
+
+            bench_cpu = time.process_time()
+            plan = [
+                (tally.phases[LEAD], args.lead_in),
+                (tally.phases[LOAD], args.seconds),
+                (tally.phases[DURING], args.added_seconds),
+            ]
+            load.run(row["rate"], plan, args.value_size, on_phase)
+            ended, end = time.time(), s.take()
+            bench_cpu = time.process_time() - bench_cpu
+            phases = [tally.phases[x] for x in (LEAD, LOAD, DURING)]
+            caught_up = wait_for(
+                lambda: all(p.distinct >= p.sent for p in phases) and added.arrived(),
+                args.drain_timeout,
+                running,
+            )
+            steady_start, during_start = marks[LOAD], marks[DURING]
+            row["windows"] = {
+                "steady": {
+                    "clock": [steady_start["at"], during_start["at"]],
+                    **window_resources(s.samples, steady_start["sample"], during_start["sample"]),
+                },
+                "during": {
+                    "clock": [during_start["at"], ended],
+                    **window_resources(s.samples, during_start["sample"], end),
+                },
+                "caught_up_after_s": round(time.time() - ended, 1) if caught_up else None,
+                # The producer's and the reader's CPU (this process) on the same cores.
+                "bench_cpu_cores": round(bench_cpu / max(ended - marks[LEAD]["at"], 1e-3), 3),
+                "loadavg_1m": [marks[LEAD]["sample"]["loadavg_1m"], end["loadavg_1m"]],
+            }
+            row["rss_peak_mb"] = max(x["rss_mb"] for x in s.samples)
+            print(f"many_topics: {name}: caught up: {caught_up}", flush=True)
+    except BaseException:
+        row["log_tail"] = running.log_tail(5000)
+        row.setdefault("startup", {})["probes_arrived"] = probes.distinct
+        raise
+    finally:
+        row["stop"] = running.stop()
+        load.close()
+        row["samples"] = sampler.samples
+        row["config"] = running.config_text()
+        if name == "follower":
+            row["follower_log"] = follower_summary(running)
+        # Late duplicates count until the readers saw nothing new for a few seconds.
+        row["reader_failures"] = finish_readers([reader, added.reader])
+        print(f"many_topics: {name}: stopped {json.dumps(row['stop'])}", flush=True)
+    row["stop"]["open_transactions"] = len(
+        open_transactions(
+            admin_client({"bootstrap.servers": target}),
+            [(r, p) for r in [*remotes, added.remote] for p in range(args.partitions)],
+            cluster="backup",
+        )
+    )
+    # The rate search's rates below the one chosen never ran.
+    tried = [tally.phases[x] for x in find if tally.phases[x].sent]
+    counted = [*(tally.phases[x] for x in (LEAD, LOAD, DURING)), *tried]
+    row["counts"] = {p.name.decode(): count_records(p, p.sent, n) for p in counted} | {
+        "probe": count_records(probes, n, n)
+    }
+    row["added"] = added.figures()
+    row["lost"] = sum(c["lost"] for c in row["counts"].values()) + row["added"]["lost"]
+    row["duplicated"] = (
+        sum(c["duplicated"] for c in row["counts"].values()) + row["added"]["duplicated"]
+    )
+    row["latency"] = latency_figures(tally.phases[LOAD])
+    row["during"] = latency_figures(tally.phases[DURING])
+    row["strays"] = tally.strays
+    row["reader_errors"] = tally.errors + added.tally.errors
+    row["producer_errors"] = load.failed
+    if name == "follower":
+        lo, hi = row["windows"]["steady"]["clock"][0], row["windows"]["during"]["clock"][1]
+        windows = row["follower_log"]["windows"]
+        row["follower_log"]["max_lag_in_window"] = max(
+            (w["lag"] for w in windows if day_seconds(lo) <= w["day_s"] - 5 <= day_seconds(hi)),
+            default=None,
+        )
+
+
+def finish_readers(readers: list[TargetReader]) -> list[str]:
+    """Finish each reader (they stop once idle); their failures, to report, not raise: the
+    system was stopped either way."""
+    failures = []
+    for reader in readers:
+        try:
+            reader.finish(idle=5.0)
+        except Exception as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+    return failures
+
+
+# --- facts ------------------------------------------------------------------------------------
 
 
 def git_facts() -> dict:
@@ -403,18 +843,6 @@ def count_records(phase: Phase, sent: int, partitions: int) -> dict:
     }
 
 
-def measure(args: argparse.Namespace, report: dict) -> None:
-    """One run (see the module docstring); fills `report`."""
-    topics = topic_names(args.topics)
-    partitions = [(t, p) for t in topics for p in range(args.partitions)]
-    with tempfile.TemporaryDirectory(prefix="many-kafka-") as kafka_dir:
-        try:
-            _measure_on(args, report, topics, partitions, Path(kafka_dir))
-        finally:
-            # The brokers' own account (a full heap, a stalled controller) goes with the run.
-            report["broker_problems"] = keep_broker_logs(Path(kafka_dir), Path(args.out))
-
-
 BROKER_LOG_KEPT_BYTES = 4 * 1024 * 1024
 BROKER_PROBLEM = ("ERROR", "FATAL", "OutOfMemoryError", "Shutting down")
 
@@ -435,157 +863,6 @@ def keep_broker_logs(kafka_dir: Path, out: Path) -> dict[str, list[str]]:
     return problems
 
 
-def _measure_on(
-    args: argparse.Namespace,
-    report: dict,
-    topics: list[str],
-    partitions: list[tuple[str, int]],
-    kafka_dir: Path,
-) -> None:
-    """`measure`'s run on clusters under `kafka_dir`."""
-    n = len(partitions)
-    with running_clusters(["primary", "backup"], kafka_dir, heap=args.broker_heap) as clusters:
-        source = clusters["primary"].bootstrap_servers
-        target = clusters["backup"].bootstrap_servers
-        broker_pids = [c.pid for c in clusters.values()]
-        admin = AdminClient({"bootstrap.servers": source})
-        t0 = time.monotonic()
-        batches = create_in_batches(admin, topics, args.partitions, args.batch)
-        created_s = time.monotonic() - t0
-        wait_for_leaders(admin, topics, args.partitions, 300)
-        leaders_s = time.monotonic() - t0
-        print(f"many_topics: {len(topics)} topics created in {created_s:.1f} s", flush=True)
-
-        tally = Tally([PROBE, LOAD])
-        probes, load = tally.phases[PROBE], tally.phases[LOAD]
-        producer = Load(source, partitions, load)
-        t0 = time.monotonic()
-        producer.probes()
-        probes_s = time.monotonic() - t0
-        report["setup"] = {
-            "create_s": round(created_s, 1),
-            "create_batches": len(batches),
-            "create_batch_s": {
-                "min": round(min(batches), 2),
-                "median": round(statistics.median(batches), 2),
-                "max": round(max(batches), 2),
-                "first": round(batches[0], 2),
-                "last": round(batches[-1], 2),
-            },
-            "leaders_s": round(leaders_s, 1),
-            "probes_s": round(probes_s, 1),
-        }
-
-        ctx = {"source": source, "target": target}
-        running: Running = start_system("follower", ctx, TOPIC_PATTERN, args)
-        flow = load_checked_config(running.workdir / "mm2.properties").flows[0]
-        policy = flow.replication_policy()
-        remotes = {policy.format_remote_topic("primary", t): args.partitions for t in topics}
-        # start_system names the remote topic after its argument, a pattern here: wait for
-        # the first real one instead (the follower creates them in name order).
-        running.remote = policy.format_remote_topic("primary", topics[0])
-        reader = AllPartitionsReader(target, remotes, tally)
-        print(f"many_topics: follower started in {running.workdir}", flush=True)
-        report["workdir"] = str(running.workdir)
-        rows: dict = {}
-        sampler = Sampler(running.pids, broker_pids, running.started, args.sample_seconds)
-        try:
-            with sampler as s:
-                started = wait_started(running, target, args.startup_timeout, reader.start)
-                print(f"many_topics: {json.dumps(started)}", flush=True)
-                report["startup"] = dict(started)  # kept should the copying fail
-                while probes.distinct < n:
-                    if time.time() - running.started > args.startup_timeout or not running.alive():
-                        raise RuntimeError(
-                            f"{probes.distinct} of {n} probes on the target after "
-                            f"{time.time() - running.started:.0f} s:\n{running.log_tail()}"
-                        )
-                    time.sleep(0.1)
-                following = s.take()
-                report["startup"] = {
-                    **started,
-                    "first_probe_s": (probes.first_at or 0.0) - running.started,
-                    "all_probes_s": (probes.last_at or 0.0) - running.started,
-                    "reader_started_s": (reader.started_at or 0.0) - running.started,
-                    "all_assigned_s": (reader.all_assigned_at or time.time()) - running.started,
-                    "probes_duplicated": probes.duplicates,
-                    "rss_mb": following["rss_mb"],
-                    "rss_max_mb": max(x["rss_mb"] for x in s.samples),
-                    "cpu_s": following["cpu_s"],
-                }
-                print(f"many_topics: following: {json.dumps(report['startup'])}", flush=True)
-                # Following with nothing to copy: what the partitions alone cost.
-                time.sleep(args.idle)
-                before = s.take()
-                report["idle"] = window_resources(s.samples, following, before)
-                load_start = os.getloadavg()[0]
-                began, bench_cpu = time.time(), time.process_time()
-                sent = producer.steady(args.rate, args.seconds, args.value_size)
-                after = s.take()
-                ended, bench_cpu = time.time(), time.process_time() - bench_cpu
-                deadline = time.monotonic() + args.drain_timeout
-                while load.distinct < sent and time.monotonic() < deadline and running.alive():
-                    time.sleep(0.1)
-                caught_up = time.time() - ended if load.distinct >= sent else None
-                rows["window"] = {
-                    "clock": [began, ended],
-                    "loadavg_1m": [load_start, os.getloadavg()[0]],
-                    "caught_up_after_s": caught_up,
-                    # The producer's and the reader's CPU (this process) on the same cores.
-                    "bench_cpu_cores": round(bench_cpu / (ended - began), 3),
-                    **window_resources(s.samples, before, after),
-                }
-                print(f"many_topics: produced {sent}, caught up after {caught_up} s", flush=True)
-        except BaseException:
-            # What the follower said before it failed (or was stopped) goes into the error.
-            report["follower_tail"] = running.log_tail(5000)
-            report.setdefault("startup", {})["probes_arrived"] = probes.distinct
-            if probes.first_at is not None:
-                report["startup"]["first_probe_s"] = probes.first_at - running.started
-            raise
-        finally:
-            report["stop"] = stopped = running.stop()
-            report["samples"] = sampler.samples
-            report["config"] = running.config_text()
-            report["follower_log"] = follower_summary(running)
-            print(f"many_topics: follower stopped: {json.dumps(stopped)}", flush=True)
-        reader.finish(idle=5.0)
-        stopped["open_transactions"] = len(
-            open_transactions(
-                admin_client({"bootstrap.servers": target}),
-                [(r, p) for r in remotes for p in range(args.partitions)],
-                cluster="backup",
-            )
-        )
-    values, added, acks = load.latencies(), load.added_latencies(), load.ack_latencies()
-    lo, hi = rows["window"]["clock"]
-    windows = report["follower_log"]["windows"]
-    report["follower_log"]["max_lag_in_window"] = max(
-        (w["lag"] for w in windows if _day(lo) <= w["day_s"] - 5 and w["day_s"] <= _day(hi)),
-        default=None,
-    )
-    report.update(
-        {
-            "window": rows["window"],
-            "counts": count_records(load, sent, n),
-            "latency": {
-                "p50_s": percentile(values, 0.5) if values else None,
-                "p90_s": percentile(values, 0.9) if values else None,
-                "p99_s": percentile(values, 0.99) if values else None,
-                "max_s": max(values) if values else None,
-                "mean_s": statistics.fmean(values) if values else None,
-                "added_p50_s": percentile(added, 0.5) if added else None,
-                "added_p99_s": percentile(added, 0.99) if added else None,
-                "ack_p50_s": percentile(acks, 0.5) if acks else None,
-                "ack_p99_s": percentile(acks, 0.99) if acks else None,
-            },
-            "strays": tally.strays,
-            "reader_errors": tally.errors,
-            "producer_errors": producer.failed,
-        }
-    )
-
-
 def follower_summary(running: Running) -> dict:
     """What the follower printed: latency.py's `follower_log` (report windows, layouts,
     problems), its first lines, and how often its copy tasks started over."""
@@ -601,60 +878,130 @@ def follower_summary(running: Running) -> dict:
     }
 
 
-def _day(epoch: float) -> int:
-    t = time.localtime(epoch)
-    return t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec
+# --- goals and report ------------------------------------------------------------------------
 
 
-# --- report ----------------------------------------------------------------------------------
+def summary(row: dict) -> dict:
+    """The figures a system is judged on, from its row (None where it was not measured):
+    start to every partition followed, the steady window's p50/p99 and CPU, peak RSS over
+    its whole run, the topic added under load, lost and duplicated."""
+    startup = row.get("startup") or {}
+    latency = row.get("latency") or {}
+    steady = (row.get("windows") or {}).get("steady") or {}
+    added = row.get("added") or {}
+    during = row.get("during") or {}
+    measured = "latency" in row
+    return {
+        "system": row["system"],
+        "error": row.get("error"),
+        "rate": row.get("rate"),
+        "followed_s": startup.get("all_probes_s") if "rss_mb" in startup else None,
+        "p50_s": latency.get("p50_s"),
+        "p99_s": latency.get("p99_s"),
+        "cpu_cores": steady.get("cpu_cores"),
+        "rss_mean_mb": steady.get("rss_mean_mb"),
+        "rss_peak_mb": row.get("rss_peak_mb"),
+        "added_first_s": added.get("first_record_s"),
+        "added_all_s": added.get("all_records_s"),
+        "during_p99_s": during.get("p99_s"),
+        "lost": row.get("lost") if measured else None,
+        "duplicated": row.get("duplicated") if measured else None,
+    }
 
 
-def earlier_latency() -> list[dict]:
-    """The follower's latency in the committed results of latency.py (8 partitions) and
-    soak.py (64 partitions, 2,000 records/s), when present: what to put p99 beside."""
-    out: list[dict] = []
-    with_path = RESULTS / "latency.json"
-    if with_path.exists():
-        data = json.loads(with_path.read_text())
-        for system in data.get("systems", []):
-            if system.get("system") != "follower":
-                continue
-            for r in system.get("rates", []):
-                out.append(
-                    {
-                        "source": "latency.md",
-                        "what": f"`mm2-assets follow`, 1 topic x 8 partitions, "
-                        f"{r['rate']:,} records/s for {r['window_s']:.0f} s",
-                        "rate": r["rate"],
-                        "p50_s": r.get("p50_s"),
-                        "p99_s": r.get("p99_s"),
-                        "max_s": r.get("max_s"),
-                        "cpu_cores": r.get("cpu_cores"),
-                        "rss_mb": r.get("rss_end_mb"),
-                    }
-                )
-    soak_path = RESULTS / "soak.json"
-    if soak_path.exists():
-        data = json.loads(soak_path.read_text())
-        buckets = data.get("buckets", [])
-        if buckets:
-            p99 = [b["p99_s"] for b in buckets if b.get("p99_s") is not None]
-            out.append(
-                {
-                    "source": "soak.md",
-                    "what": "dagster-daemon follower run, 16 topics x 4 partitions, "
-                    f"{data['params']['rate']:,} records/s, {len(buckets)} buckets of "
-                    f"{data['bucket_minutes']} min (p99: median bucket, range "
-                    f"{min(p99):.3f}-{max(p99):.3f} s)",
-                    "rate": data["params"]["rate"],
-                    "p50_s": statistics.median(b["p50_s"] for b in buckets),
-                    "p99_s": statistics.median(p99),
-                    "max_s": max(b["max_s"] for b in buckets),
-                    "cpu_cores": statistics.median(b["cpu_cores"] for b in buckets),
-                    "rss_mb": statistics.median(b["rss_mean_mb"] for b in buckets),
-                }
-            )
-    return out
+def _times(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+def goal_rows(summaries: list[dict]) -> list[dict]:
+    """Issue 48's goals for the follower against the other systems of the run: each row its
+    goal, the follower's figure, the bound it must not pass and what the bound is, and
+    `met` (None: not judged, as the follower or the system it is compared with failed or
+    did not run). A figure the follower should have and has not (its added topic never
+    arrived, say) fails its goal."""
+    by = {s["system"]: s for s in summaries}
+    follower = by.get("follower")
+    ran = follower is not None and not follower.get("error")
+    rows: list[dict] = []
+
+    def other(system: str, key: str) -> float | None:
+        s = by.get(system)
+        return None if s is None or s.get("error") else s.get(key)
+
+    def goal(text: str, key: str, bound: float | None, against: str) -> None:
+        value = follower.get(key) if follower is not None else None
+        # Not judged when a side is missing; a figure the follower lacks fails.
+        met = None if not ran or bound is None else value is not None and value <= bound
+        rows.append(
+            {
+                "goal": text,
+                "key": key,
+                "value": value,
+                "bound": bound,
+                "against": against,
+                "met": met,
+            }
+        )
+
+    for mm2 in ("mm2", "mm2-eos"):
+        goal(
+            "start to every partition followed ≤ MM2's",
+            "followed_s",
+            other(mm2, "followed_s"),
+            f"{mm2}'s",
+        )
+    goal("p99 ≤ MM2-with-exactly-once's", "p99_s", other("mm2-eos", "p99_s"), "mm2-eos's p99")
+    goal(
+        f"p99 ≤ {MM2_P99_RATIO:g}x at-least-once MM2's",
+        "p99_s",
+        _times(other("mm2", "p99_s"), MM2_P99_RATIO),
+        f"{MM2_P99_RATIO:g} x mm2's p99",
+    )
+    for mm2 in ("mm2", "mm2-eos"):
+        goal("RSS (peak) ≤ MM2's", "rss_peak_mb", other(mm2, "rss_peak_mb"), f"{mm2}'s")
+    goal("0 lost", "lost", 0, "0")
+    goal("0 duplicated", "duplicated", 0, "0")
+    goal(
+        f"topic added under load: first record on the target ≤ {ADDED_WITHIN_S:g} s",
+        "added_first_s",
+        ADDED_WITHIN_S,
+        f"{ADDED_WITHIN_S:g} s",
+    )
+    goal(
+        f"topic added under load: the others' p99 meanwhile ≤ {ADDED_P99_RATIO:g}x before",
+        "during_p99_s",
+        _times(follower.get("p99_s") if follower else None, ADDED_P99_RATIO),
+        f"{ADDED_P99_RATIO:g} x its steady p99",
+    )
+    return rows
+
+
+def rate_sustained(summaries: list[dict]) -> bool | None:
+    """Whether the run's rate is one the brokers sustain: the raw loop's steady p99 under
+    `SUSTAINED_P99_S` (None without a raw loop measured)."""
+    raw = next((s for s in summaries if s["system"] == "raw" and not s.get("error")), None)
+    if raw is None or raw.get("p99_s") is None:
+        return None
+    return raw["p99_s"] < SUSTAINED_P99_S
+
+
+def _with_unit(key: str, value: float | None) -> str:
+    """A goal's figure as the report shows it: seconds, MB or a count."""
+    if value is None:
+        return "-"
+    if key.endswith("_mb"):
+        return f"{value:,.0f} MB"
+    if key.endswith("_s"):
+        return f"{value:.3f} s"
+    return f"{value:,}"
+
+
+def _verdict(met: bool | None) -> str:
+    return "-" if met is None else ("**yes**" if met else "**no**")
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    return "-" if value is None or not base else f"{value / base:.2f}x"
 
 
 def markdown(report: dict) -> str:
@@ -662,186 +1009,111 @@ def markdown(report: dict) -> str:
     p = report["params"]
     m = report["machine"]
     parts = p["topics"] * p["partitions"]
-    wanted = p["rate"] * p["seconds"]
-    lines = [
-        "# Follow mode over many topics",
-        "",
+    rows = report.get("systems", [])
+    summaries = [summary(r) for r in rows]
+    rates = sorted({r["rate"] for r in rows if r.get("rate")})
+    rate_text = ", ".join(f"{r:,}" for r in rates) or f"{p['rate']:,}"
+    lines = ["# Many topics: the follower beside MM2 and the raw loop", ""]
+    if parts < GOAL_PARTITIONS:
+        lines += [
+            f"**Smoke run**: {parts:,} partitions, short windows; it checks that the "
+            f"benchmark works end to end. The goals are stated for {GOAL_PARTITIONS:,} "
+            "partitions: the verdicts below are not theirs.",
+            "",
+        ]
+    lines += [
         f"`{report['command']}`: {p['topics']:,} topics x {p['partitions']} partitions "
-        f"({parts:,} partitions), {p['rate']:,} records/s of {p['value_size']} bytes for "
-        f"{p['seconds']} s, round robin over every partition.",
+        f"({parts:,} partitions) per system, {rate_text} records/s of {p['value_size']} bytes "
+        f"round robin over every partition: {p['lead_in']:g} s lead-in, {p['seconds']} s "
+        f"steady, then {p['added_seconds']} s with a topic added.",
         "",
-        f"Machine: {m['cpus']} cores, {m['memory_gib']:.0f} GiB "
-        f"({m['platform']}), Python {m['python']}, Kafka {report['kafka_version']} "
-        f"(two local single-broker clusters from the project's launcher, "
-        f"{p.get('broker_heap', '512m')} heap each), "
-        f"commit {report['git']['commit'][:10]}"
+        f"Machine: {m['cpus']} cores, {m['memory_gib']:.0f} GiB ({m['platform']}), Python "
+        f"{m['python']}, Kafka {report['kafka_version']} (two local single-broker clusters "
+        f"from the project's launcher, {p['broker_heap']} heap each), commit "
+        f"{report['git']['commit'][:10]}"
         + (
             f" with changes to {', '.join(report['git']['changed'])}"
             if report["git"]["changed"]
             else ""
         )
-        + ". The follower: `mm2-assets follow --config` (no Dagster), flow primary->backup on "
-        "`mt-.*`, latency.py's follower settings (replication factor 1, heartbeats off, topic "
-        "refresh 5 s, follow mode; the other intervals at their defaults, `tasks.max` unset: "
-        "one copy task per Spark slot).",
+        + f". Systems in turn, each on topics of its own: {', '.join(p['systems'].split(','))}"
+        + f"; MM2 `tasks.max` {p['mm2_tasks']}, the raw loop {p['mm2_tasks']} processes.",
         "",
     ]
     if p.get("note"):
         lines += [f"Note: {p['note']}", ""]
     for when in ("start", "end"):
-        load = report["load"].get(when)
+        load = report.get("load", {}).get(when)
         if load:
             tests = "; ".join(load["pytest"]) or "none"
             lines += [f"At the {when}: {load_note(load)}. `pgrep -af pytest`: {tests}.", ""]
     if "error" in report:
         lines += [f"**The run failed**: `{report['error'][:1500]}`", ""]
-    setup = report.get("setup")
-    if setup:
-        b = setup["create_batch_s"]
-        lines += [
-            "## Set-up (before the follower starts)",
-            "",
-            f"{p['topics']:,} topics created on the source in {setup['create_s']:.1f} s "
-            f"({setup['create_batches']} CreateTopics calls of {p['batch']} topics: "
-            f"{b['min']:.2f}-{b['max']:.2f} s each, median {b['median']:.2f}, first "
-            f"{b['first']:.2f}, last {b['last']:.2f}); every partition had a leader "
-            f"{setup['leaders_s']:.1f} s after the first call; {parts:,} probe records "
-            f"written in {setup['probes_s']:.1f} s.",
-            "",
-        ]
-    st = report.get("startup")
-    if st:
-        lines += [
-            "## Time to following (from the follower's process start)",
-            "",
-            "| step | s |",
-            "|---|---|",
-            f"| first remote topic on the target | {fmt(st.get('topic_s'), '.1f')} |",
-            f"| every remote topic on the target (reader fully assigned) "
-            f"| {fmt(st.get('all_assigned_s'), '.1f')} |",
-            f"| (a) layout line `{st.get('layout', '')}` | {fmt(st.get('layout_s'), '.1f')} |",
-            f"| first probe visible on the target | {fmt(st.get('first_probe_s'), '.1f')} |",
-            f"| (b) every probe visible: all {parts:,} partitions copied "
-            f"| {fmt(st.get('all_probes_s'), '.1f')} |",
-            "",
-        ]
-        if "rss_mb" in st:
-            lines += [
-                f"RSS of the follower's tree when following: {st['rss_mb']:.0f} MB (largest "
-                f"sample during start-up {st['rss_max_mb']:.0f} MB); CPU used by then: "
-                f"{st['cpu_s']:.0f} s. Probes duplicated: {st['probes_duplicated']}.",
-                "",
-            ]
-        else:
-            lines += [
-                f"Not following: {st.get('probes_arrived', 0):,} of {parts:,} probes had "
-                "arrived when the run ended.",
-                "",
-            ]
-    idle = report.get("idle")
-    if idle:
-        lines += [
-            f"Following with nothing to copy for {idle['seconds']:.0f} s before the load: the "
-            f"follower's tree {idle['cpu_cores']:.2f} cores, RSS {idle['rss_mean_mb']:.0f} MB; "
-            f"the two brokers {idle['brokers_cpu_cores']:.2f} cores.",
-            "",
-        ]
-    w, lat, c = report.get("window"), report.get("latency"), report.get("counts")
-    if w and lat and c:
-        lines += [
-            f"## {p['rate']:,} records/s for {p['seconds']} s",
-            "",
-            "| records | lost | duplicated | p50 s | p90 s | p99 s | max s | added p50 / p99 s "
-            "| source ack p50 / p99 s | RSS MB mean (max) | RSS MB start → end | CPU cores "
-            "| brokers' cores |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-            f"| {c['records']:,} | {c['lost']} | {c['duplicated']} | {fmt(lat['p50_s'], '.3f')} "
-            f"| {fmt(lat['p90_s'], '.3f')} | {fmt(lat['p99_s'], '.3f')} "
-            f"| {fmt(lat['max_s'], '.3f')} "
-            f"| {fmt(lat['added_p50_s'], '.3f')} / {fmt(lat['added_p99_s'], '.3f')} "
-            f"| {fmt(lat['ack_p50_s'], '.3f')} / {fmt(lat['ack_p99_s'], '.3f')} "
-            f"| {w['rss_mean_mb']:.0f} ({w['rss_max_mb']:.0f}) "
-            f"| {w['rss_start_mb']:.0f} → {w['rss_end_mb']:.0f} | {w['cpu_cores']:.2f} "
-            f"| {w['brokers_cpu_cores']:.2f} |",
-            "",
-            (
-                f"Caught up {w['caught_up_after_s']:.1f} s after producing stopped; "
-                if w["caught_up_after_s"] is not None
-                else f"**Not caught up** {p['drain_timeout']:g} s after producing stopped: "
-                "'lost' counts the records still behind when the follower was stopped, and "
-                "the percentiles are over the records that arrived; "
-            )
-            + f"1-minute loadavg over the window {w['loadavg_1m'][0]:.1f} → "
-            f"{w['loadavg_1m'][1]:.1f}; the follower's own largest reported lag in the window: "
-            f"{report['follower_log']['max_lag_in_window']} records. Lost partitions: "
-            f"{c['lost_partitions']} of {parts:,}; strays {report['strays']}, reader errors "
-            f"{len(report['reader_errors'])}, failed deliveries "
-            f"{len(report['producer_errors'])}. The benchmark's own producer and reader: "
-            f"{w['bench_cpu_cores']:.2f} cores. RSS and CPU are over {w['seconds']:.0f} s: "
-            "from the first record produced to the last one acknowledged by the source.",
-            "",
-            *(
-                [
-                    f"The producer wrote {c['records']:,} records, not {wanted:,}: its queue "
-                    "(librdkafka's 100,000 records) was full while the source broker trailed "
-                    "the rate, so the offered load was lower than asked for.",
-                    "",
-                ]
-                if c["records"] < 0.99 * wanted
-                else []
-            ),
-            "Latency: produce (CreateTime) → first visible on the target (read_committed). "
-            "Added: the source broker's acknowledgement → visible (the follower's share). "
-            "RSS: summed VmRSS of the follower's tree (its Python process, Spark's JVM and "
-            f"Python workers), sampled every {p['sample_seconds']:g} s; CPU cores: the "
-            "tree's CPU seconds over the window ÷ the window.",
-            "",
-        ]
-        earlier = report.get("earlier") or []
-        if earlier:
-            lines += [
-                "### Beside the earlier follower latency results (no bound in the issue)",
-                "",
-                "| result | records/s | p50 s | p99 s | max s | CPU cores | RSS MB |",
-                "|---|---|---|---|---|---|---|",
-                f"| this run: `mm2-assets follow`, {p['topics']:,} topics x {p['partitions']} "
-                f"partitions | {p['rate']:,} | {fmt(lat['p50_s'], '.3f')} "
-                f"| {fmt(lat['p99_s'], '.3f')} | {fmt(lat['max_s'], '.3f')} "
-                f"| {w['cpu_cores']:.2f} | {w['rss_mean_mb']:.0f} |",
-            ]
-            for e in earlier:
-                lines.append(
-                    f"| {e['source']}: {e['what']} | {e['rate']:,} | {fmt(e['p50_s'], '.3f')} "
-                    f"| {fmt(e['p99_s'], '.3f')} | {fmt(e['max_s'], '.3f')} "
-                    f"| {fmt(e['cpu_cores'])} | {fmt(e['rss_mb'], '.0f')} |"
-                )
-            lines += [
-                "",
-                "Different runs on a shared machine (see each file's load notes); soak.md's "
-                "follower ran under dagster-daemon with checkpoints and heartbeats on, so its "
-                "CPU and RSS include the daemon's processes.",
-                "",
-            ]
-    stop = report.get("stop")
-    if stop and "error" in report and (stop["exit_code"] or 0) > 0:
-        # `follow` exits 1 by itself when a follower fails; a stopped one exits 0.
-        lines += [
-            "## Stop",
-            "",
-            f"`mm2-assets follow` had exited by itself with code {stop['exit_code']} (its copy "
-            f"job failed: see the error above); processes left {len(stop['leftovers'])}.",
-            "",
-        ]
-    elif stop:
-        lines += [
-            "## Stop",
-            "",
-            f"SIGTERM to `mm2-assets follow`, then to what was left of its process group: "
-            f"exited {stop['exit_code']} after {stop['stop_s']:.1f} s; processes left "
-            f"{len(stop['leftovers'])}; open transactions on the remote partitions after the "
-            f"stop: {stop.get('open_transactions', '-')}.",
-            "",
-        ]
+    sustained = rate_sustained(summaries)
+    lines += [
+        f"## Goals (issue 48, for {GOAL_PARTITIONS:,} partitions)",
+        "",
+        "Is the rate one the brokers sustain (the raw loop's steady p99 under "
+        f"{SUSTAINED_P99_S:g} s)? {_verdict(sustained)}"
+        + (
+            ": above it every system's latency is the source broker's queue, not its own."
+            if sustained is False
+            else "."
+        ),
+        "",
+        "| goal | follower | bound | met |",
+        "|---|---|---|---|",
+    ]
+    for g in goal_rows(summaries):
+        value, bound = _with_unit(g["key"], g["value"]), _with_unit(g["key"], g["bound"])
+        lines.append(f"| {g['goal']} | {value} | {bound} ({g['against']}) | {_verdict(g['met'])} |")
+    lines += [
+        "",
+        "## Per system",
+        "",
+        "| system | records/s | start to every partition followed s | p50 s | p99 s "
+        "| RSS MB peak (steady mean) | CPU cores (steady) | lost | duplicated |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        if s["error"]:
+            lines.append(f"| {s['system']} | failed: `{s['error'][:300]}` ||||||||")
+            continue
+        lines.append(
+            f"| {s['system']} | {fmt(s['rate'], ',')} | {fmt(s['followed_s'], '.1f')} "
+            f"| {fmt(s['p50_s'], '.3f')} | {fmt(s['p99_s'], '.3f')} "
+            f"| {fmt(s['rss_peak_mb'], '.0f')} ({fmt(s['rss_mean_mb'], '.0f')}) "
+            f"| {fmt(s['cpu_cores'], '.2f')} | {fmt(s['lost'], ',')} "
+            f"| {fmt(s['duplicated'], ',')} |"
+        )
+    lines += [
+        "",
+        "## A topic added under load",
+        "",
+        "From its CreateTopics call on the source (its records written as soon as it "
+        "exists) while the load goes on; the others' p99: records written in the steady "
+        "window before it → in the window after its creation.",
+        "",
+        "| system | its records acked by the source s | remote topic s | first record "
+        "visible s | all its partitions s | the others' p99 before → meanwhile s | ratio "
+        "| meanwhile max s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        a = r.get("added")
+        if not a:
+            continue
+        during = r.get("during") or {}
+        before = (r.get("latency") or {}).get("p99_s")
+        lines.append(
+            f"| {r['system']} | {fmt(a['produced_s'], '.2f')} | {fmt(a['remote_topic_s'], '.2f')} "
+            f"| {fmt(a['first_record_s'], '.2f')} | {fmt(a['all_records_s'], '.2f')} "
+            f"| {fmt(before, '.3f')} → {fmt(during.get('p99_s'), '.3f')} "
+            f"| {_ratio(during.get('p99_s'), before)} | {fmt(during.get('max_s'), '.3f')} |"
+            + (f" error: `{a['error']}`" if a.get("error") else "")
+        )
+    lines += _startup_section(rows) + _load_section(rows, p) + _search_section(rows)
+    lines += _stop_section(rows) + _follower_section(rows)
     broker_problems = {a: ls for a, ls in report.get("broker_problems", {}).items() if ls}
     if broker_problems:
         lines += ["## The brokers' errors", ""]
@@ -849,55 +1121,308 @@ def markdown(report: dict) -> str:
             lines += [f"- `{alias}` (first {len(found)}; log tail in `broker-{alias}.log`):"]
             lines += [f"  - `{x}`" for x in found]
         lines += [""]
-    fl = report.get("follower_log")
-    if fl and (fl["problems"] or len(fl["layouts"]) > 1 or fl.get("copy_restarts")):
+    lines += [
+        "## Notes",
+        "",
+        "- Latency: produce (CreateTime) → first visible on the target (read_committed), "
+        "every system keeping CreateTime; the lead-in's records are counted for loss, not "
+        "timed. Added: the source's acknowledgement → visible (the system's share).",
+        "- RSS: summed VmRSS of the system's process trees (the follower: its Python "
+        "process, Spark's JVM and Python workers; MM2: its JVM; raw: its processes), "
+        f"sampled every {p['sample_seconds']:g} s; peak over the system's whole run, "
+        "start-up included. CPU cores: the trees' CPU seconds over the steady window ÷ it.",
+        "- Start to every partition followed: from the process start until one probe "
+        "record per partition, written before the start, is visible on the target. The "
+        "raw loop's remote topics exist before it starts (it has no topic management).",
+        "- Lost: not on the target once the system stopped and the reader saw nothing new "
+        "for 5 s; duplicated: seen twice by then. The raw loop is at-least-once.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _startup_section(rows: list[dict]) -> list[str]:
+    lines = [
+        "",
+        "## Start-up",
+        "",
+        "| system | brokers settled s | topics created s | all leaders s | probes written s "
+        "| first remote topic s | layout line s | every remote topic s | every partition "
+        "followed s | RSS when following MB | CPU s by then | idle cores (RSS MB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        su, st, idle = r.get("setup") or {}, r.get("startup") or {}, r.get("idle") or {}
+        settled = r.get("brokers_settled") or {}
+        lines.append(
+            f"| {r['system']} | {fmt(settled.get('waited_s'), '.1f')} "
+            f"| {fmt(su.get('create_s'), '.1f')} | {fmt(su.get('leaders_s'), '.1f')} "
+            f"| {fmt(su.get('probes_s'), '.1f')} | {fmt(st.get('topic_s'), '.1f')} "
+            f"| {fmt(st.get('layout_s'), '.1f')} | {fmt(st.get('all_assigned_s'), '.1f')} "
+            f"| {fmt(st.get('all_probes_s'), '.1f')} | {fmt(st.get('rss_mb'), '.0f')} "
+            f"| {fmt(st.get('cpu_s'), '.0f')} | {fmt(idle.get('cpu_cores'), '.2f')} "
+            f"({fmt(idle.get('rss_mean_mb'), '.0f')}) |"
+        )
+    return [*lines, ""]
+
+
+def _load_section(rows: list[dict], p: dict) -> list[str]:
+    lines = [
+        f"## Steady window ({p['seconds']} s)",
+        "",
+        "| system | records/s | records | p50 s | p90 s | p99 s | max s | added p50 / p99 s "
+        "| source ack p50 / p99 s | RSS MB mean (max) | CPU cores | brokers' cores "
+        "| caught up after s | loadavg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lat, w = r.get("latency"), r.get("windows")
+        if not lat or not w:
+            continue
+        steady = w["steady"]
+        records = r["counts"]["load"]["records"]
+        lines.append(
+            f"| {r['system']} | {r['rate']:,} | {records:,} | {fmt(lat['p50_s'], '.3f')} "
+            f"| {fmt(lat['p90_s'], '.3f')} | {fmt(lat['p99_s'], '.3f')} "
+            f"| {fmt(lat['max_s'], '.3f')} "
+            f"| {fmt(lat['added_p50_s'], '.3f')} / {fmt(lat['added_p99_s'], '.3f')} "
+            f"| {fmt(lat['ack_p50_s'], '.3f')} / {fmt(lat['ack_p99_s'], '.3f')} "
+            f"| {steady['rss_mean_mb']:.0f} ({steady['rss_max_mb']:.0f}) "
+            f"| {steady['cpu_cores']:.2f} | {steady['brokers_cpu_cores']:.2f} "
+            f"| {fmt(w['caught_up_after_s'], '.1f')} "
+            f"| {w['loadavg_1m'][0]:.1f} → {w['loadavg_1m'][1]:.1f} |"
+        )
+    lines += [
+        "",
+        "A rate's records short of records/s x seconds: the producer's queue was full while "
+        "the source broker trailed the rate (the offered load was lower). Caught up: after "
+        "producing stopped, until every record (and the added topic's) was visible.",
+        "",
+    ]
+    counted = [r for r in rows if r.get("counts")]
+    if not counted:  # no system got as far as counting (it failed, or the run was stopped)
+        return lines
+    lines += _table(
+        [
+            "system",
+            "lost / duplicated by phase (lead-in, steady, meanwhile, probes, rate search; the "
+            "added topic)",
+            "strays",
+            "reader errors",
+            "failed deliveries",
+        ],
+        [
+            [
+                r["system"],
+                ", ".join(f"{k} {c['lost']}/{c['duplicated']}" for k, c in r["counts"].items())
+                + f"; added {r['added']['lost']}/{r['added']['duplicated']}",
+                str(r["strays"]),
+                str(len(r["reader_errors"]) + len(r.get("reader_failures", []))),
+                str(len(r["producer_errors"])),
+            ]
+            for r in counted
+        ],
+    )
+    return lines
+
+
+def _table(headers: list[str], cells: list[list[str]]) -> list[str]:
+    """A markdown table of `cells` under `headers`, and a blank line."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(row) + " |" for row in cells]
+    return [*out, ""]
+
+
+def _search_section(rows: list[dict]) -> list[str]:
+    lines: list[str] = []
+    searches = [(r["system"], r["rate_search"]) for r in rows if r.get("rate_search")]
+    for system, search in searches:
+        lines += [
+            f"## Rate search ({system}, {search['seconds']} s per rate)",
+            "",
+            f"Chosen: {search['chosen']:,} records/s"
+            + ("" if search["sustained"] else " (none kept p99 under a second: the lowest)")
+            + ".",
+            "",
+            "| records/s | records | arrived | p99 s |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {x['rate']:,} | {x['records']:,} | {x['arrived']:,} | {fmt(x['p99_s'], '.3f')} |"
+            for x in search["steps"]
+        ]
+        lines.append("")
+    return lines
+
+
+def _stop_section(rows: list[dict]) -> list[str]:
+    stops = [(r["system"], r.get("stop") or {}, r.get("deleted") or {}) for r in rows]
+    table = _table(
+        [
+            "system",
+            "exit code",
+            "stop s",
+            "processes left",
+            "open transactions after",
+            "topics deleted (source / target)",
+        ],
+        [
+            [
+                system,
+                fmt(stop.get("exit_code"), "d"),
+                fmt(stop.get("stop_s"), ".1f"),
+                str(len(stop.get("leftovers", []))),
+                fmt(stop.get("open_transactions"), ","),
+                f"{fmt(deleted.get('source'), ',')} / {fmt(deleted.get('target'), ',')}",
+            ]
+            for system, stop, deleted in stops
+        ],
+    )
+    return ["## Stop", "", *table]
+
+
+def _follower_section(rows: list[dict]) -> list[str]:
+    lines: list[str] = []
+    for r in rows:
+        fl = r.get("follower_log")
+        if not fl:
+            continue
         lines += [
             "## The follower's output",
             "",
+            "Largest lag it reported under load: "
+            f"{fmt(fl.get('max_lag_in_window'), ',')} records. "
             f"Copy tasks started over from the committed progress {fl.get('copy_restarts', '-')}"
             f" times (`copying failed ... starting over`), librdkafka reported "
-            f"{fl.get('transaction_errors', '-')} failed transactions (`TXNERR`); the first "
-            "lines of its kind:",
+            f"{fl.get('transaction_errors', '-')} failed transactions (`TXNERR`).",
             "",
         ]
-        lines += [f"- layout: `{x}`" for x in fl["layouts"]]
+        lines += [f"- layout: `{x}`" for x in fl["layouts"][:4]]
         lines += [f"- problem: `{x[:300]}`" for x in fl["problems"][:6]]
         lines.append("")
-    return "\n".join(lines)
+    for r in rows:
+        if r.get("error") and r.get("log_tail"):
+            lines += [
+                f"## {r['system']}'s last output",
+                "",
+                "```",
+                r["log_tail"][-3000:],
+                "```",
+                "",
+            ]
+    return lines
 
 
 def render(path: Path) -> int:
     """Write the markdown next to `path` (a run's JSON, `X.json` → `X.md`) again, with the
-    report code as it is now; what the follower printed is read again from its output when
-    the run's work directory is still there."""
+    report code as it is now."""
     report = json.loads(path.read_text())
-    workdir = Path(report["workdir"]) if report.get("workdir") else None
-    if workdir is not None and (workdir / "out.log").exists():
-        running = Running("follower", TOPIC_PATTERN, "", workdir, 0.0, log=workdir / "out.log")
-        window = report.get("follower_log", {}).get("max_lag_in_window")
-        report["follower_log"] = {**follower_summary(running), "max_lag_in_window": window}
-        path.write_text(json.dumps(report, indent=2, default=str))
+    if "systems" not in report:
+        print(f"{path}: a result of the follower-only benchmark; its markdown stays")
+        return 1
     path.with_suffix(".md").write_text(markdown(report))
     return 0
 
 
-def main() -> int:
-    """Run, then write the JSON and markdown results."""
+# Open files a broker needs besides one per partition (its log segment): its jars, sockets
+# and the internal topics' partitions (offsets, transactions, the systems' own).
+BROKER_FILES_BESIDES_PARTITIONS = 3000
+
+
+def open_files_limit(partitions: int) -> dict:
+    """Raise this process's soft limit of open files to the hard one (the brokers inherit
+    it): a broker keeps each partition's active log segment open, so one holding `partitions`
+    needs about that many files and more. Raises with what stops it when the hard limit is
+    too low; the limits, for the report."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    needed = partitions + BROKER_FILES_BESIDES_PARTITIONS
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit != resource.RLIM_INFINITY and limit < needed:
+        raise RuntimeError(
+            f"{partitions:,} partitions need about {needed:,} open files per broker and "
+            f"this machine allows {limit:,} (`ulimit -Hn`): at most about "
+            f"{max(limit - BROKER_FILES_BESIDES_PARTITIONS, 0):,} partitions here; raise the "
+            "hard limit (limits.conf, or `ulimit -Hn` as root) and run again"
+        )
+    return {"soft_before": soft, "hard": hard, "needed": needed}
+
+
+def measure(args: argparse.Namespace, systems: list[str], report: dict) -> None:
+    """The clusters, their warm-up, then every system in turn; fills `report`."""
+    report["open_files"] = open_files_limit(args.topics * args.partitions)
+    with tempfile.TemporaryDirectory(prefix="many-kafka-") as kafka_dir:
+        try:
+            with running_clusters(
+                ["primary", "backup"], Path(kafka_dir), heap=args.broker_heap
+            ) as clusters:
+                ctx = {
+                    "source": clusters["primary"].bootstrap_servers,
+                    "target": clusters["backup"].bootstrap_servers,
+                    "partitions": args.partitions,
+                    "broker_pids": [c.pid for c in clusters.values()],
+                }
+                if args.warmup_records:
+                    # As latency.py: brokers that served a copy and transactions, not cold.
+                    warm_up(ctx, args.warmup_records, args.value_size)
+                    report["transactional_warmup"] = transactional_warmup(
+                        ctx, seconds=args.warmup_seconds
+                    )
+                rate = args.rate
+                for name in systems:
+                    find = args.find_rate if name == "raw" else []
+                    row = run_system(name, ctx, args, rate, find, report["systems"])
+                    if row.get("rate_search"):
+                        rate = row["rate_search"]["chosen"]
+                        report["rate_chosen"] = rate
+                    print(f"many_topics: {json.dumps(summary(row))}", flush=True)
+        finally:
+            # The brokers' own account (a full heap, a stalled controller) goes with the run.
+            report["broker_problems"] = keep_broker_logs(Path(kafka_dir), Path(args.out))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topics", type=int, default=2000)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}")
+    parser.add_argument("--topics", type=int, default=2000, help="per system")
     parser.add_argument("--partitions", type=int, default=4, help="per topic")
     parser.add_argument("--batch", type=int, default=200, help="topics per CreateTopics call")
-    parser.add_argument("--rate", type=int, default=2000, help="records/s over all partitions")
-    parser.add_argument("--seconds", type=int, default=120, help="produce time")
+    parser.add_argument("--rate", type=int, default=500, help="records/s over all partitions")
+    parser.add_argument(
+        "--find-rate",
+        default="",
+        help="comma-separated records/s: the raw loop runs first and tries them, highest "
+        "first, until its p99 stays under a second; that rate is --rate for every system",
+    )
+    parser.add_argument("--find-seconds", type=int, default=30, help="per rate tried")
+    parser.add_argument("--lead-in", type=float, default=10.0, help="seconds, not timed")
+    parser.add_argument("--seconds", type=int, default=60, help="the steady window")
+    parser.add_argument(
+        "--added-seconds", type=int, default=30, help="the window with a topic added"
+    )
     parser.add_argument("--value-size", type=int, default=1024)
     parser.add_argument("--sample-seconds", type=float, default=2.0, help="RSS/CPU samples")
     parser.add_argument(
-        "--idle", type=float, default=20.0, help="seconds following, idle, before the load"
+        "--idle", type=float, default=10.0, help="seconds following, idle, before the load"
     )
     parser.add_argument(
-        "--startup-timeout", type=float, default=900, help="for the follower to copy every probe"
+        "--mm2-tasks",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="MM2's tasks.max and the raw loop's processes (default: one per core, as the "
+        "follower runs one copy task per Spark slot)",
     )
+    parser.add_argument(
+        "--startup-timeout", type=float, default=900, help="for a system to copy every probe"
+    )
+    parser.add_argument("--leader-timeout", type=float, default=600)
     parser.add_argument("--drain-timeout", type=float, default=180)
+    parser.add_argument(
+        "--warmup-records", type=int, default=100_000, help="untimed raw copy first (0: none)"
+    )
+    parser.add_argument("--warmup-seconds", type=float, default=15.0, help="of transactions")
     parser.add_argument(
         "--broker-heap",
         default="2g",
@@ -914,9 +1439,31 @@ def main() -> int:
     )
     parser.add_argument("--note", default="", help="a line for the report (what else ran)")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--name", default="many_topics", help="results' file name, no suffix")
     parser.add_argument("--render", metavar="JSON", help="only write the markdown again")
-    args = parser.parse_args()
-    # SIGTERM (a service manager, a CI timeout) stops the follower and clusters like Ctrl-C.
+    args = parser.parse_args(argv)
+    args.find_rate = [int(r) for r in args.find_rate.split(",") if r.strip()]
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    for name in systems:
+        if name not in SYSTEMS:
+            parser.error(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+    if args.find_rate and "raw" not in systems:
+        parser.error("--find-rate needs the raw loop in --systems")
+    return args
+
+
+def system_order(args: argparse.Namespace) -> list[str]:
+    """`--systems` in order, the raw loop first when it finds the rate."""
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.find_rate:
+        systems = ["raw", *(s for s in systems if s != "raw")]
+    return systems
+
+
+def main() -> int:
+    """Run, then write the JSON and markdown results."""
+    args = parse_args()
+    # SIGTERM (a service manager, a CI timeout) stops the systems and clusters like Ctrl-C.
     interrupt_on_sigterm()
     if args.render:
         return render(Path(args.render))
@@ -931,25 +1478,29 @@ def main() -> int:
             "python": platform.python_version(),
         },
         "git": git_facts(),
-        "host": "mm2-assets follow --config (no Dagster)",
         "load": {"start": load_snapshot()},
-        "earlier": earlier_latency(),
+        "systems": [],
     }
     started = time.monotonic()
     code = 0
     try:
-        measure(args, report)
+        measure(args, system_order(args), report)
     except Exception as exc:
-        # A failed run still leaves what it measured (the set-up's times, say) and why.
+        # A failed run still leaves what it measured and why.
         report["error"] = f"{type(exc).__name__}: {exc}"
         code = 1
+    except KeyboardInterrupt as exc:
+        # Everything started is stopped by now (the `finally` blocks); what was measured
+        # is still written.
+        report["error"] = f"interrupted ({exc or 'Ctrl-C'})"
+        code = 130
     report["wall_s"] = round(time.monotonic() - started, 1)
     report["load"]["end"] = load_snapshot()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "many_topics.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2, default=str))
     text = markdown(report)
-    (out / "many_topics.md").write_text(text)
+    (out / f"{args.name}.md").write_text(text)
     print(text)
     return code
 
