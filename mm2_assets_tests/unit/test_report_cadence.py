@@ -67,6 +67,16 @@ def test_heartbeats_are_counted_between_records() -> None:
     assert cadence.count == 0
 
 
+def test_passes_are_counted_between_records_and_a_notable_one_is_recorded_at_once() -> None:
+    cadence = CountCadence(300)
+    assert cadence.add(1, 0) == 1  # the first pass at once
+    assert cadence.add(1, 60) is None  # the next ones wait for the interval
+    assert cadence.add(1, 120, force=True) == 2  # a notable pass: now, with the one before
+    assert cadence.add(1, 180) is None  # the interval counts from that record
+    assert cadence.add(1, 420) == 2
+    assert cadence.count == 0
+
+
 def test_a_config_sync_that_changed_nothing_records_one_topic_in_turn() -> None:
     def result(changed: set[str]) -> TopicConfigSyncResult:
         diffs = {
