@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 IN_WINDOW = "timestamp >= datetime(?, 'unixepoch') and timestamp < datetime(?, 'unixepoch')"
@@ -31,13 +31,11 @@ class KindCost:
 
     count: int = 0
     bytes: int = 0
-    databases: set[str] = field(default_factory=set)
 
-    def add(self, size: int, database: str) -> None:
-        """Count one stored record of `size` bytes found in `database`."""
+    def add(self, size: int) -> None:
+        """Count one stored record of `size` bytes."""
         self.count += 1
         self.bytes += size
-        self.databases.add(database)
 
 
 def _event_kind(event_type: str | None, asset_key: str | None, body: str) -> str:
@@ -69,7 +67,7 @@ def event_costs(home: Path, since: float, until: float) -> dict[str, dict[str, K
         where = "index" if path.name.startswith("index") else "run"
         for event_type, asset_key, size, body in _rows(path, query, (since, until)):
             kind = _event_kind(event_type, asset_key, body)
-            out[where].setdefault(kind, KindCost()).add(size, path.name)
+            out[where].setdefault(kind, KindCost()).add(size)
     return out
 
 
@@ -82,7 +80,7 @@ def tick_costs(home: Path, since: float, until: float) -> dict[str, KindCost]:
     query = f"select tick_body, length(tick_body) from job_ticks where {IN_WINDOW}"
     for body, size in _rows(path, query, (since, until)):
         name = json.loads(body).get("job_name", "?")
-        out.setdefault(name, KindCost()).add(size, "schedules.db")
+        out.setdefault(name, KindCost()).add(size)
     return out
 
 
