@@ -38,6 +38,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mm2_process import mm2_properties, remote_topic, start_mm2, stop_process_group
 from procstat import PeakRss
+from result_files import write_results
 
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
@@ -476,6 +477,25 @@ def summarize(results: list[Measurement], systems: list[str]) -> dict:
     return summary
 
 
+HEADLINE_FIGURES = (
+    "wall_seconds_median",
+    "records_per_second_median",
+    "steady_records_per_second_median",
+    "ratio_to_mm2",
+    "ratio_to_raw",
+    "steady_ratio_to_raw",
+    "peak_rss_mb_median",
+)
+
+
+def headline(summary: dict) -> dict:
+    """The history line's figures: per system, the medians and ratios the docs quote."""
+    return {
+        system: {key: row[key] for key in HEADLINE_FIGURES if key in row}
+        for system, row in summary.items()
+    }
+
+
 def markdown(summary: dict, args: argparse.Namespace, machine: dict) -> str:
     lines = [
         f"# Throughput: {args.records:,} records x {args.value_size} B, "
@@ -523,8 +543,6 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     machine = {
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
@@ -566,9 +584,9 @@ def main() -> int:
         "runs": [asdict(r) for r in results],
         "summary": summary,
     }
-    (out_dir / "throughput.json").write_text(json.dumps(report, indent=2))
-    (out_dir / "throughput.md").write_text(markdown(summary, args, machine))
-    print(markdown(summary, args, machine))
+    text = markdown(summary, args, machine)
+    write_results(args, "throughput", report, text, headline(summary))
+    print(text)
     return 0
 
 

@@ -89,6 +89,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import fmt, load_note, machine_load
 from mm2_process import interrupt_on_sigterm
+from result_files import git_commit, write_results
 from soak import (
     BASE_TOPICS,
     GROUP_LAG_STEP,
@@ -130,24 +131,6 @@ PYTEST = re.compile(r"(?:^|[\s/])(?:py\.test|pytest)(?:\s|$)")
 
 
 # --- the machine -----------------------------------------------------------------------------
-
-
-def git_commit() -> str:
-    """This checkout's commit, marked when tracked files differ from it."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "diff", "--quiet", "HEAD", "--"], cwd=ROOT, capture_output=True, check=False
-        ).returncode
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + (" + uncommitted changes" if changed else "")
 
 
 def _ancestors() -> set[int]:
@@ -662,6 +645,23 @@ def summary(passes: list[dict]) -> dict[str, Any]:
     return out
 
 
+def headline(report: dict) -> dict:
+    """The history line's figures: the syncs pre-filled, the passes, the first pass's time,
+    the later passes' largest and median, and the goal's and the checks' verdicts."""
+    s = report.get("summary") or {}
+    total = s.get("total_s") or {}
+    return {
+        "prefill_syncs": report["params"]["prefill_syncs"],
+        "passes": len(report.get("passes", [])),
+        "first_s": total.get("first"),
+        "after_first_max_s": total.get("max_after"),
+        "after_first_median_s": total.get("median_after"),
+        "goal_met": s.get("goal_met"),
+        "checks_ok": s.get("checks_ok"),
+        "failed_passes": s.get("failed_passes"),
+    }
+
+
 def _verdict(ok: bool | None) -> str:
     return "n/a (one pass)" if ok is None else ("met" if ok else "**not met**")
 
@@ -982,9 +982,8 @@ def main() -> int:
     profile = report.get("profile")
     if profile:
         (out / f"{args.name}_profile.txt").write_text(profile.pop("text"))
-    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2, default=str))
     text = markdown(report)
-    (out / f"{args.name}.md").write_text(text)
+    write_results(args, "checkpoint_pass", report, text, headline(report))
     print(text)
     return 0
 

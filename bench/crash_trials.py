@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mm2_process import group_members, interrupt_on_sigterm, start_process_group
 from procstat import busy_processes, tree_pids
+from result_files import append_history, git_commit, history_record, write_report
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.kafka.admin import admin_client, open_transactions
@@ -664,6 +665,27 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
+HEADLINE_FIGURES = (
+    "trials",
+    "trials_ok",
+    "kills",
+    "kills_mid_copy",
+    "kills_by_kind",
+    "source_records",
+    "lost",
+    "duplicated",
+    "open_transactions",
+    "progress_mismatches",
+    "checkpoint_violations",
+    "checkpoints_missing",
+)
+
+
+def headline(summary: dict) -> dict:
+    """The history line's figures: the trials, the kills and what the checks found."""
+    return {key: summary[key] for key in HEADLINE_FIGURES if key in summary}
+
+
 def run_header(run: dict) -> list[str]:
     """How one harness run was made and what else loaded the machine."""
     return [
@@ -727,14 +749,6 @@ def markdown(report: dict) -> str:
 
 def trial_row(result: TrialResult) -> dict:
     return {**asdict(result), "ok": result.ok}
-
-
-def git_commit() -> str:
-    out = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    )
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True)
-    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def kinds_for(trials: int, kinds: list[str], rng: random.Random) -> list[str]:
@@ -841,9 +855,8 @@ def main() -> int:
     out = Path(args.out)
     if args.combine:
         combined = combine([Path(p) for p in args.combine])
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "crash_trials.json").write_text(json.dumps(combined, indent=2))
-        (out / "crash_trials.md").write_text(markdown(combined))
+        # Its runs each appended their history line: a combination adds none.
+        write_report(out, "crash_trials", combined, markdown(combined))
         print(markdown(combined))
         return 0 if combined["summary"]["trials_ok"] == combined["summary"]["trials"] else 1
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -870,8 +883,7 @@ def main() -> int:
         report["trials"] = [trial_row(r) for r in sorted(results, key=lambda r: r.index)]
         report["summary"] = summarize(report["trials"])
         report["parallel"] = args.parallel
-        (out / "crash_trials.json").write_text(json.dumps(report, indent=2))
-        (out / "crash_trials.md").write_text(markdown(report))
+        write_report(out, "crash_trials", report, markdown(report))
 
     results: list[TrialResult] = []
 
@@ -905,6 +917,10 @@ def main() -> int:
         )
     report["machine"]["loadavg_end"] = os.getloadavg()
     write()
+    record = history_record(
+        "crash_trials", headline(report["summary"]), commit=report["commit"], note=args.note
+    )
+    append_history(out, "crash_trials", record)
     print(markdown(report))
     return 0 if all(r.ok for r in results) else 1
 

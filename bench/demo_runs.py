@@ -25,6 +25,7 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mm2_process import interrupt_on_sigterm, start_process_group, stop_process_group
+from result_files import write_results
 
 from mm2_assets.demo import seed
 from mm2_assets.kafka.clients import load_checked_config
@@ -111,9 +112,6 @@ def main() -> int:
         "workdir": str(work),
     }
     print(json.dumps(result, indent=2))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "demo_runs.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
         f"# Runs made by the demo config in {args.seconds} s ({args.rate} records/s produced)",
         "",
@@ -129,7 +127,9 @@ def main() -> int:
         "|---|---|",
         *(f"| {k} | {n} |" for k, n in sorted(events.items())),
     ]
-    (out / "demo_runs.md").write_text("\n".join(lines) + "\n")
+    figures = ("runs", "runs_after_the_first_minute", "steady_runs_per_day")
+    headline = {key: result[key] for key in figures}
+    write_results(args, "demo_runs", result, "\n".join(lines) + "\n", headline)
     return 0
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import load_note, machine_load
 from new_topic import PARTITIONS, first_visible, produce_one_each, properties
+from result_files import write_results
 
 from mm2_assets.local.launcher import running_clusters
 
@@ -111,6 +112,22 @@ def _spread(values: list[float]) -> str:
     )
 
 
+def headline(report: dict) -> dict:
+    """The history line's figures: start → first records visible over every start (median,
+    min, max), the cold start's, the warm starts' median and how many met the goal."""
+    every = [s["first_visible_s"] for s in report["starts"] if s["first_visible_s"]]
+    warm = [s["first_visible_s"] for s in report["starts"][1:] if s["first_visible_s"]]
+    return {
+        "starts": len(report["starts"]),
+        "visible_median_s": statistics.median(every) if every else None,
+        "visible_min_s": min(every, default=None),
+        "visible_max_s": max(every, default=None),
+        "cold_s": report["starts"][0]["first_visible_s"] if report["starts"] else None,
+        "warm_median_s": statistics.median(warm) if warm else None,
+        "within_goal": sum(v <= GOAL_S for v in every),
+    }
+
+
 def markdown(report: dict) -> str:
     """The report: one row per start, then the spread of the warm starts and the goal."""
     rows = [
@@ -155,11 +172,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
     report = measure(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2, default=str))
-    (out / f"{args.name}.md").write_text(markdown(report))
-    print(markdown(report))
+    text = markdown(report)
+    write_results(args, "follow_startup", report, text, headline(report))
+    print(text)
     return 0
 
 

@@ -92,6 +92,7 @@ from mm2_process import (
     stop_process_group,
 )
 from procstat import PeakRss, TreeCpu, busy_processes, process_cpu_seconds, tree_rss_bytes
+from result_files import write_results
 
 from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.admin import admin_client
@@ -1313,6 +1314,33 @@ def _breakdown_table(systems: list[dict], rate: int) -> list[str]:
     ]
 
 
+RATE_FIGURES = ("p50_s", "p99_s", "cpu_cores", "lost", "duplicated")
+
+
+def headline(report: dict) -> dict:
+    """The history line's figures: per rate and system the steady window's p50, p99, CPU,
+    lost and duplicated; per system its start → first visible, the re-layout's largest
+    latency and the new topic's records visible, the backlog's drain rate, and any error."""
+    rates: dict[str, dict] = {}
+    systems: dict[str, dict] = {}
+    for row in report["systems"]:
+        name = row["system"]
+        for r in row.get("rates", []):
+            rates.setdefault(str(r["rate"]), {})[name] = {k: r.get(k) for k in RATE_FIGURES}
+        relayout = row.get("relayout") or {}
+        systems[name] = {
+            "ready_s": row.get("ready_s"),
+            "relayout_max_s": relayout.get("max_s"),
+            "new_topic_visible_s": relayout.get("new_records_visible_s"),
+            **({"error": row["error"]} if row.get("error") else {}),
+        }
+    drain = {
+        row["system"]: row.get("drain_records_per_s") or row.get("error")
+        for row in report["backlog"]
+    }
+    return {"rates": rates, "systems": systems, "drain_records_per_s": drain}
+
+
 def markdown(report: dict) -> str:
     params = report["params"]
     failed = [r for r in report["systems"] + report["backlog"] if "error" in r]
@@ -1649,11 +1677,8 @@ def main() -> int:
             report["backlog"].append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "follower_log"}), flush=True)
     report["load"]["end"] = machine_load()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "latency.json").write_text(json.dumps(report, indent=2))
     text = markdown(report)
-    (out / "latency.md").write_text(text)
+    write_results(args, "latency", report, text, headline(report))
     print(text)
     return 0
 

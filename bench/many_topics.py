@@ -92,6 +92,7 @@ from latency import (
 )
 from mm2_process import interrupt_on_sigterm, remote_topic
 from procstat import TreeCpu
+from result_files import write_results
 
 from bench import raw_pattern_worker, warm_up
 from mm2_assets.kafka.admin import admin_client, open_transactions
@@ -985,6 +986,21 @@ def rate_sustained(summaries: list[dict]) -> bool | None:
     return raw["p99_s"] < SUSTAINED_P99_S
 
 
+def headline(report: dict) -> dict:
+    """The history line's figures: the rate, whether the brokers sustain it, and what each
+    system is judged on (`summary`, its unmeasured figures left out)."""
+    summaries = [summary(row) for row in report["systems"]]
+    return {
+        "rate": report.get("rate_chosen") or report["params"].get("rate"),
+        "rate_sustained": rate_sustained(summaries),
+        "systems": {
+            s["system"]: {k: v for k, v in s.items() if k != "system" and v is not None}
+            for s in summaries
+        },
+        **({"error": report["error"]} if report.get("error") else {}),
+    }
+
+
 def _with_unit(key: str, value: float | None) -> str:
     """A goal's figure as the report shows it: seconds, MB or a count."""
     if value is None:
@@ -1496,11 +1512,8 @@ def main() -> int:
         code = 130
     report["wall_s"] = round(time.monotonic() - started, 1)
     report["load"]["end"] = load_snapshot()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2, default=str))
     text = markdown(report)
-    (out / f"{args.name}.md").write_text(text)
+    write_results(args, "many_topics", report, text, headline(report))
     print(text)
     return code
 

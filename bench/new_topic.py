@@ -26,7 +26,6 @@ Usage: `.venv/bin/python bench/new_topic.py [--topics 8] [--gap 20] [--steady-ra
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -56,6 +55,7 @@ from latency import (
     PARTITIONS as STEADY_PARTITIONS,
 )
 from mm2_process import interrupt_on_sigterm, start_process_group
+from result_files import write_results
 from soak import PARTITIONS, create_topics, stop_daemon
 
 from mm2_assets.defs.replication.recorded_set import RECORDED_SET
@@ -258,6 +258,25 @@ def _s(value: float | None, since: float | None) -> str:
     return "-" if value is None or since is None else f"{value - since:.1f}"
 
 
+def headline(report: dict) -> dict:
+    """The history line's figures: created → first record on the target (median, min, max,
+    how many within the goal), the busy topic's largest latency around a re-layout, and that
+    topic's latency, lost and duplicated over the run."""
+    rows = report["rows"]
+    seconds = [r["seconds"] for r in rows if r["seconds"] is not None]
+    around = [r["base_max"] for r in rows if r.get("base_max") is not None]
+    base = report.get("base") or {}
+    return {
+        "topics": len(rows),
+        "on_target_median_s": statistics.median(seconds) if seconds else None,
+        "on_target_min_s": min(seconds, default=None),
+        "on_target_max_s": max(seconds, default=None),
+        "within_goal": sum(s <= GOAL_S for s in seconds),
+        "relayout_max_latency_s": [min(around), max(around)] if around else None,
+        "busy_topic": {k: base.get(k) for k in ("p50", "p99", "max", "lost", "duplicated")},
+    }
+
+
 def markdown(report: dict) -> str:
     """The report as markdown."""
     rows = report["rows"]
@@ -328,11 +347,9 @@ def main() -> int:
     report: dict = {"args": vars(args), "note": args.note, "load_start": machine_load()}
     report.update(measure(args))
     report["load_end"] = machine_load()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "new_topic.json").write_text(json.dumps(report, indent=2, default=str))
-    (out / "new_topic.md").write_text(markdown(report))
-    print(markdown(report))
+    text = markdown(report)
+    write_results(args, "new_topic", report, text, headline(report))
+    print(text)
     return 0
 
 

@@ -55,6 +55,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mm2_process import interrupt_on_sigterm
+from result_files import git_commit, write_results
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.dagster_compat import PLANNED_EVENTS_ENV
@@ -436,6 +437,27 @@ def cell(step: dict[str, Any], key: str) -> str:
     return f"{v:,}"
 
 
+HEADLINE_FIGURES = ("driver_idle_tick", "listener_tick", "planning", "incremental_run")
+
+
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """The history line's figures: per size, the ticks', planning's and the incremental run's
+    medians (the idle driver tick's max too), and the run's ratio to the 80-partition flow's."""
+    steps = report["steps"]
+    ref = report["reference"]["incremental_run"]["median"]
+    return {
+        "sizes": {
+            str(s["topics"]): {
+                **{key: value(s, key) for key in HEADLINE_FIGURES},
+                "driver_idle_tick_max": s["driver_idle_tick"]["max"],
+            }
+            for s in steps
+        },
+        "reference_incremental_run": ref,
+        "incremental_ratio": steps[-1]["incremental_run"]["median"] / ref,
+    }
+
+
 def markdown(report: dict[str, Any]) -> str:
     steps = report["steps"]
     first, last = steps[0], steps[-1]
@@ -526,7 +548,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     interrupt_on_sigterm()
-    # As the project's launchers set it for the processes that create runs (docs/benchmarks.md).
+    # As the project's launchers set it for the processes that create runs
+    # (docs/production-dagster.md).
     os.environ.setdefault(PLANNED_EVENTS_ENV, "true")
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # brokers with 8,000 partitions
@@ -555,9 +578,7 @@ def main() -> int:
             print(json.dumps(step), flush=True)
     report = {
         "argv": " ".join(sys.argv[1:]),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": git_commit(),
         "kafka_version": KAFKA_VERSION,
         "machine": {
             "cpus": os.cpu_count(),
@@ -569,11 +590,9 @@ def main() -> int:
         "reference": reference,
         "steps": steps,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps(report, indent=2))
-    (out / "scale.md").write_text(markdown(report))
-    print(markdown(report))
+    text = markdown(report)
+    write_results(args, "scale", report, text, headline(report))
+    print(text)
     return 0
 
 

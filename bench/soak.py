@@ -80,8 +80,9 @@ within 1.10x the end of the first bucket that starts after one maximum age plus 
 retention), with 0 lost and 0 duplicated through every hand-over.
 
 Usage: `.venv/bin/python bench/soak.py [--minutes 60] [--warmup-minutes 5] [--rate 2000]
-[--churn-minutes 10] [--prefill-syncs 5000000] [--long] [--out DIR]`; `--render JSON` writes soak.md
-again from a run's soak.json. Results: `bench/results/soak.{json,md}`. A full run takes the
+[--churn-minutes 10] [--prefill-syncs 5000000] [--long] [--out DIR]`; `--render JSON` writes the
+markdown beside a run's JSON again. Results: `bench/results/soak.{json,md}` (`--long`:
+`soak_long.{json,md}`), a line in `bench/results/history/soak.jsonl`. A full run takes the
 set-up (clusters, pre-fill, Dagster and Spark start: a few minutes) + warm-up + soak + the
 drain and stop (about a minute): ~75 minutes with the defaults.
 """
@@ -127,6 +128,7 @@ from broker_signals import Pause, gc_logged_clusters, log_dir_counters, pauses_i
 from latency import LAYOUT_LINE, Phase, Tally, fmt, load_note, machine_load, percentile
 from mm2_process import group_members, interrupt_on_sigterm, start_process_group, stop_process_group
 from procstat import TreeCpu, machine_counters, process_cpu_seconds, tree_pids, tree_rss_by_role
+from result_files import write_results
 
 from mm2_assets.deploy.instance import init_instance
 from mm2_assets.kafka.admin import (
@@ -1376,10 +1378,28 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def headline(report: dict) -> dict:
+    """The history line's figures: the records, lost and duplicated, each bucket's goal
+    figures (and, in `--long`, DAGSTER_HOME at its end), and how many goals were met."""
+    keys = [key for key, _ in GOAL_FIGURES]
+    if report["params"].get("long"):
+        keys.append("storage_mb_end")
+    verdicts = report.get("verdicts", [])
+    totals = report["totals"]
+    return {
+        "records": totals["records"],
+        "lost": totals["lost"],
+        "duplicated": totals["duplicated"],
+        "buckets": [{key: b.get(key) for key in keys} for b in report["buckets"]],
+        "goals_met": sum(v["met"] is True for v in verdicts),
+        "goals": len(verdicts),
+    }
+
+
 def render(path: Path) -> int:
-    """Write soak.md (next to `path`) again from a run's soak.json."""
+    """Write the markdown beside `path` (a run's JSON: soak.json → soak.md) again from it."""
     report = json.loads(path.read_text())
-    (path.parent / "soak.md").write_text(markdown(report))
+    path.with_suffix(".md").write_text(markdown(report))
     return 0
 
 
@@ -1763,11 +1783,9 @@ def main() -> int:
         if isinstance(exc, KeyboardInterrupt):
             return 130
         raise
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "soak.json").write_text(json.dumps(report, indent=2))
     text = markdown(report)
-    (out / "soak.md").write_text(text)
+    name = "soak_long" if args.long else "soak"
+    write_results(args, "soak", report, text, headline(report), name=name)
     print(text)
     return 0
 

@@ -16,7 +16,6 @@ Usage: `.venv/bin/python bench/spark_cluster.py [--records N] [--repeats R]`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_files import write_results
+
 from bench import Measurement, produce_workload, run_ours, run_raw, warm_up
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
@@ -69,6 +70,20 @@ def summary(rows: list[Measurement]) -> dict[str, float]:
         "wall_seconds_median": statistics.median(walls),
         "wall_seconds_min": min(walls),
         "wall_seconds_max": max(walls),
+    }
+
+
+HEADLINE_FIGURES = (
+    "copy_window_seconds_median",
+    "copy_records_per_second_median",
+    "wall_seconds_median",
+)
+
+
+def headline(result: dict) -> dict:
+    """The history line's figures: per system, the copy window's and the wall time's medians."""
+    return {
+        name: {key: s[key] for key in HEADLINE_FIGURES} for name, s in result["summary"].items()
     }
 
 
@@ -184,11 +199,9 @@ def main() -> int:
         "summary": {name: summary(rows) for name, rows in results.items()},
         "runs": {name: [vars(r) for r in rows] for name, rows in results.items()},
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "spark_cluster.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "spark_cluster.md").write_text(markdown(result))
-    print(markdown(result))
+    text = markdown(result)
+    write_results(args, "spark_cluster", result, text, headline(result))
+    print(text)
     return 0
 
 

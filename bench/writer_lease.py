@@ -15,8 +15,9 @@ measures, on the target (`backup`), with the project's own code:
   second member gets it after the first is SIGKILLed with `session.timeout.ms` = the lease
   timeout.
 
-Usage: `.venv/bin/python bench/writer_lease.py [--repeats 10] [--takeovers 3]`.
-Results: `bench/results/writer_lease.md` and `.json`.
+Usage: `.venv/bin/python bench/writer_lease.py [--repeats 10] [--takeovers 3] [--out DIR]`.
+Results: `bench/results/writer_lease.json` (the `.md` beside it is written by hand) and a line
+in `bench/results/history/writer_lease.jsonl`.
 """
 
 from __future__ import annotations
@@ -36,17 +37,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from result_files import RESULTS, write_results
 
 from mm2_assets.kafka.transactions import fence_transactional_ids
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.stores.writer_lease import WriterLease, check_lease
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 HOLDER = """
 import sys, time
@@ -176,11 +177,21 @@ def group_costs(backup: str, count: int, session_ms: int) -> dict[str, dict[str,
     return {"join_incl_process_start": summary(joins), "handover_after_sigkill": summary(handovers)}
 
 
+def headline(result: dict) -> dict:
+    """The history line's figures: each measured step's median, in milliseconds."""
+    figures = {f"lease_{k}_ms": v["median_ms"] for k, v in result["lease"].items()}
+    figures["takeover_ms"] = result["lease_takeover_after_sigkill"]["median_ms"]
+    for key, value in result["group_coordination"].items():
+        figures[f"group_{key}_ms"] = value["median_ms"]
+    return figures
+
+
 def main() -> int:
     """Run the benchmark and write its results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--takeovers", type=int, default=3)
+    parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -198,8 +209,7 @@ def main() -> int:
             "lease_takeover_after_sigkill": lease_takeovers(config, args.takeovers),
             "group_coordination": group_costs(backup, args.takeovers, 10_000),
         }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "writer_lease.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args, "writer_lease", result, None, headline(result))
     print(json.dumps(result, indent=2))
     return 0
 
