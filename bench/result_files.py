@@ -25,6 +25,7 @@ HISTORY = "history"
 
 __all__ = [
     "HISTORY",
+    "MAX_TEXT",
     "RESULTS",
     "append_history",
     "compact",
@@ -55,11 +56,18 @@ def git_commit(root: Path = ROOT) -> str:
     return commit + (" + uncommitted changes" if changed else "")
 
 
+MAX_TEXT = 200
+"""A string's length in a history line at most (an error's first line, say)."""
+
+
 def compact(value: Any) -> Any:
-    """`value` with its floats rounded for a one-line record: 3 decimals below 1,000, whole
-    numbers above (a rate, a byte count)."""
+    """`value` fit for a one-line record: floats rounded (3 decimals below 1,000, whole numbers
+    above: a rate, a byte count), strings cut to their first line and `MAX_TEXT` characters."""
     if isinstance(value, float):
         return round(value) if abs(value) >= 1000 else round(value, 3)
+    if isinstance(value, str):
+        first = value.strip().split("\n", 1)[0]
+        return first if len(first) <= MAX_TEXT else first[: MAX_TEXT - 1] + "…"
     if isinstance(value, dict):
         return {k: compact(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

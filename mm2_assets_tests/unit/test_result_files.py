@@ -76,7 +76,11 @@ def test_a_history_record_names_what_it_is_given_and_keeps_other_lines(
     path.write_text('{"date": "2026-11-28", "commit": "189dc5b"}\n')
     record = files.history_record(
         "soak_long",
-        {"buckets": [{"p99_s": 14.98512}, {"p99_s": None}], "records": 3840116.0},
+        {
+            "buckets": [{"p99_s": 14.98512}, {"p99_s": None}],
+            "records": 3840116.0,
+            "error": "RuntimeError: 374 of 8000 probes\n  File ...",
+        },
         commit="6ceb079",
         command="bench/soak.py --long",
         date="2026-11-28T12:00:00Z",
@@ -89,7 +93,11 @@ def test_a_history_record_names_what_it_is_given_and_keeps_other_lines(
             "name": "soak_long",
             "command": "bench/soak.py --long",
             "note": "",
-            "headline": {"buckets": [{"p99_s": 14.985}, {"p99_s": None}], "records": 3840116},
+            "headline": {
+                "buckets": [{"p99_s": 14.985}, {"p99_s": None}],
+                "records": 3840116,
+                "error": "RuntimeError: 374 of 8000 probes",
+            },
         }
     ]
     assert _lines(path)[0] == {"date": "2026-11-28", "commit": "189dc5b"}
