@@ -10,7 +10,7 @@ export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 mkdir -p "$DAGSTER_HOME"
 # The run concurrency limits of production (one pass or follower per flow), on local SQLite.
 [[ -f $DAGSTER_HOME/dagster.yaml ]] || .venv/bin/mm2-assets instance init "$DAGSTER_HOME" >/dev/null
-# A partition-range run's plan as one event, not one per topic (docs/benchmarks.md, Scale).
+# A partition-range run's plan as one event, not one per topic (docs/production-dagster.md).
 export DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS=${DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS:-true}
 .venv/bin/mm2-assets kafka up
 trap '.venv/bin/mm2-assets kafka down' EXIT
