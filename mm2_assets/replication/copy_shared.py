@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import KafkaAdminError, admin_client, topic_ids
 from mm2_assets.kafka.clients import committed_reader_config
+from mm2_assets.kafka.closing import close_within
 from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.mm2.copy_map import CopiedRun, copied_runs
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
@@ -530,7 +531,7 @@ class Copier(ABC):
     def close(self) -> None:
         """Release the clients; offset syncs bound for the source are flushed first (one
         not acknowledged by then counts as failed)."""
-        self.consumer.close()
+        close_within(self.consumer, self.spec.transactional_id)
         self.syncs.close(self.lanes[0].result)
 
     def _track(self, batch: _Batch, upstream: int, err: KafkaError | None, msg: Message) -> None:
@@ -543,8 +544,9 @@ class Copier(ABC):
     def _assign(self) -> None:
         if self._stale_consumer:
             # librdkafka may keep the old topic's metadata (its id, its leader epochs, which
-            # are higher than the new topic's) and fetch nothing more: start afresh.
-            self.consumer.close()
+            # are higher than the new topic's) and fetch nothing more: start afresh. Closing
+            # the old one may hang for good right after the recreation: never wait long.
+            close_within(self.consumer, self.spec.transactional_id)
             self.consumer = self._new_consumer()
             self._stale_consumer = False
         assignment = []

@@ -343,17 +343,9 @@ def spread(count: int, tag: str, partitions: int) -> list[Rec]:
     ]
 
 
-STALL_AFTER_RECREATION = pytest.mark.xfail(
-    strict=False,
-    reason="open bug (issue 47): about one full suite in four, the lanes move to the new "
-    "incarnation at its start (its log still empty) with fresh consumers and then fetch "
-    "nothing for 120 s; not reproduced alone",
-)
-
-
 @pytest.mark.parametrize(
     "refresh_s",
-    [pytest.param(1, marks=STALL_AFTER_RECREATION), 8],
+    [1, 8],
     ids=["relayout-soon", "relayout-late"],
 )
 def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
