@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config, committed_reader_config
+from mm2_assets.kafka.closing import close_within
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import Progress, is_other_incarnation
 from mm2_assets.replication.mm2_adoption import adopt_mm2_positions
@@ -236,7 +237,8 @@ def oldest_unreplicated_timestamps(
                     # Stop fetching a partition once its first record is known.
                     consumer.pause([TopicPartition(msg.topic(), msg.partition())])
     finally:
-        consumer.close()
+        # A lagging partition's topic may have just been deleted (see `close_within`).
+        close_within(consumer, f"{flow.name}: lag timestamps")
     return found
 
 

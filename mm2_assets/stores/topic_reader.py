@@ -15,6 +15,7 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from mm2_assets.kafka.clients import committed_reader_config
+from mm2_assets.kafka.closing import close_within
 from mm2_assets.mm2.wire import WireFormatError
 
 log = logging.getLogger(__name__)
@@ -459,8 +460,9 @@ class PartitionReader:
             raise TopicReadError(f"reading {where}: {exc}") from exc
 
     def close(self) -> None:
-        """Release the consumer."""
-        self.consumer.close()
+        """Release the consumer (without hanging when a topic it read was just deleted, see
+        `close_within`)."""
+        close_within(self.consumer, "partition reader")
 
 
 class PartitionTail:
