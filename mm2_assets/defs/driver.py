@@ -57,12 +57,14 @@ last verdict, the watch's incidents (`watch.Watch.state`), the follower run last
 recovered, the driver's first tick (the start of its grace period), whether deleting expired
 runs failed at the last tick, the writer lease record last read and since when it has not
 changed (follow mode, while a follower run is in flight), and each check's last recorded
-runless verdict and when (`recorded_evaluations`).
+runless verdict and when (`recorded_evaluations`); entries with nothing to say (None, false,
+empty) are left out (`driver_cursor`).
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +73,7 @@ import dagster as dg
 from mm2_assets.defs.alerts.liveness import mark_alive
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.cursors import read_cursor, without_empty, write_cursor
 from mm2_assets.defs.dagster_compat import ensure_pool_limit, sensor_min_interval
 from mm2_assets.defs.health.checks import RecordedVerdicts, checks_period
 from mm2_assets.defs.health.watch import watch_flow
@@ -358,6 +360,29 @@ def recorded_evaluations(
     return selected
 
 
+def driver_cursor(
+    tick: DriverTick, watch_state: Mapping[str, Any], *, started: float, recovered: str | None
+) -> str:
+    """The cursor the tick leaves (see the module docstring), without the entries that say
+    nothing (`without_empty`): the daemon keeps it in each of the driver's 2,880 ticks a day."""
+    watch = dict(watch_state)
+    checks = watch.pop("checks", {})
+    return write_cursor(
+        without_empty(
+            {
+                "last": tick.last,
+                "checks": checks,
+                "watch": without_empty(watch),
+                "recovered": recovered,
+                "started": started,
+                "retention_failing": tick.retention_failing,
+                "lease": tick.lease,
+                "recorded": tick.recorded,
+            }
+        )
+    )
+
+
 def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """One tick of the flow's driver (see the module docstring)."""
     flow, instance = plan.flow, context.instance
@@ -407,19 +432,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
     tick.expire_runs()
     evaluations = recorded_evaluations(tick, watched.evaluations)
 
-    watch_state = dict(watched.state)
-    cursor = write_cursor(
-        {
-            "last": tick.last,
-            "checks": watch_state.pop("checks", {}),
-            "watch": watch_state,
-            "recovered": recovered_run,
-            "started": started,
-            "retention_failing": tick.retention_failing,
-            "lease": tick.lease,
-            "recorded": tick.recorded,
-        }
-    )
+    cursor = driver_cursor(tick, watched.state, started=started, recovered=recovered_run)
     if not tick.run_requests:
         reason = "; ".join(tick.notes) or f"{flow.name}: nothing to replicate or due"
         return dg.SensorResult(skip_reason=reason, asset_events=evaluations, cursor=cursor)

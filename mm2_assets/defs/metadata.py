@@ -11,11 +11,12 @@ from mm2_assets.mm2.config import FlowConfig
 
 T = TypeVar("T")
 
-ROWS_SHOWN = 20
+ROWS_SHOWN = 10
 """Rows a table or list of the events written every few minutes shows at most (a follower's
 per-topic summary, a checkpoint or group offset sync pass, a check evaluation): the most
-relevant first, with `<name>_shown` saying what was cut (`shown_rows`). A pass runs over
-every group and partition: 20 groups of 80 partitions were 320 KB an event."""
+relevant first, with `<name>_shown` saying what was cut (`shown_rows`), as a check's
+description names its ten worst topics. A pass runs over every group and partition: 20
+groups of 80 partitions were 320 KB an event."""
 
 FLOW_TAG_KEYS = ("mm2/flow", "mm2/source", "mm2/target")
 """The asset tags naming a flow and its clusters, by which the catalog filters."""
@@ -73,7 +74,7 @@ def shown_rows(
     name: str, rows: Sequence[T], order: str, limit: int = ROWS_SHOWN
 ) -> tuple[list[T], dict[str, str]]:
     """The first `limit` of `rows` (already sorted, most relevant first) and the metadata
-    that says so when some were cut: `{"<name>_shown": "20 of 2000, <order>"}`."""
+    that says so when some were cut: `{"<name>_shown": "10 of 2000, <order>"}`."""
     if len(rows) <= limit:
         return list(rows), {}
     return list(rows[:limit]), {f"{name}_shown": f"{limit} of {len(rows)}, {order}"}

@@ -1,17 +1,22 @@
 """Which check evaluations are recorded (`defs.health.checks.RecordedVerdicts`): a check's
 first, each change of verdict, otherwise one per `mm2assets.follower.materialize.interval.
-seconds`; the driver's runless ones continue from tick to tick through its cursor."""
+seconds`; the driver's runless ones continue from tick to tick through its cursor, which stays
+small."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import dagster as dg
 
 from mm2_assets.defs.cursors import read_cursor, write_cursor
-from mm2_assets.defs.driver import DriverPlan, DriverTick, recorded_evaluations
+from mm2_assets.defs.driver import DriverPlan, DriverTick, driver_cursor, recorded_evaluations
 from mm2_assets.defs.health.checks import RecordedVerdicts
+from mm2_assets.defs.health.watch import progress_digest
+from mm2_assets.defs.replication.follower import follower_holder
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.writer_lease import Holder, LeaseWatch, first_record
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "mm2_assets" / "demo.properties"
 KEY = dg.AssetKey(["primary_to_backup", "replicated_topics"])
@@ -83,3 +88,29 @@ def test_the_driver_records_its_runless_verdicts_across_ticks_through_its_cursor
     # A follower run records them: the driver none, and once it is gone, at once again.
     assert tick(every * 8 / 5, False, recorder="run-1") == []
     assert tick(every * 9 / 5, False) == [False]
+
+
+def test_a_follow_mode_drivers_cursor_stays_small_and_keeps_what_it_must() -> None:
+    """The soak's flow: 64 lagging partitions, a follower run holding the lease, checks
+    passing but one; the cursor is in each of the driver's 2,880 ticks a day."""
+    flow = load_checked_config(DEMO_CONFIG).flows[0]
+    plan = DriverPlan(flow, None, None, None, None, None, True, {}, ())
+    context = dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral())
+    now = 1_795_923_290.123456
+    driver = DriverTick(plan, context, now, {}, last={"checks": now})
+    holder = Holder("a1b2c3d4e5f6", "host-1", 12345, follower_holder(str(uuid.uuid4())))
+    watch = LeaseWatch(10)
+    watch.observe(first_record(flow.name).taken_by(holder, 2, now=now), now)
+    driver.lease = watch.state()
+    progress = "".join(
+        progress_digest(f"soak-{t:02d}-{p}", 12_345_678) for t in range(16) for p in range(4)
+    )
+    checks = {"replication_lag": False, "target_topics_present": True}
+    state = {"checks": checks, "unreachable": {}, "progress": progress, "stalled": False}
+    cursor = driver_cursor(driver, state, started=now, recovered=None)
+    assert len(cursor) < 850  # 1.9 KB before digests, marks and empty entries left out
+    kept = read_cursor(cursor) or {}
+    assert kept["checks"] == checks  # a failing check's verdict is kept
+    assert kept["watch"] == {"progress": progress}
+    assert "recovered" not in kept and "retention_failing" not in kept
+    assert LeaseWatch.restored(10, flow.name, kept["lease"]).holder_alive(holder.what, now)
