@@ -3,6 +3,7 @@ tests that bound the size of the events a flow writes every few minutes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,13 @@ def stored_bytes(metadata: Mapping[str, Any]) -> int:
 
 
 def table_rows(value: dg.MarkdownMetadataValue) -> list[dict[str, str]]:
-    """The rows of a Markdown table (`defs.metadata.markdown_table`), by column name."""
+    """The rows of a Markdown table (`defs.metadata.markdown_table`), by column name, its
+    cells unescaped."""
     header, _rule, *lines = value.md_str.splitlines()
-    columns = header.strip("|").split("|")
-    return [dict(zip(columns, line.strip("|").split("|"), strict=True)) for line in lines]
+    columns = _cells(header)
+    return [dict(zip(columns, _cells(line), strict=True)) for line in lines]
+
+
+def _cells(line: str) -> list[str]:
+    cells = re.findall(r"((?:[^|\\]|\\.)*)\|", line[1:])
+    return [re.sub(r"\\(.)", r"\1", cell) for cell in cells]

@@ -66,8 +66,13 @@ def markdown_table(
     the Markdown form is the values and the pipes, 0.3 KB. The typed form is for the events a
     run writes once (a pass's own tables)."""
     lines = ["|" + "|".join(columns) + "|", "|" + "-|" * len(columns)]
-    lines += ["|" + "|".join(str(v) for v in row) + "|" for row in rows]
+    lines += ["|" + "|".join(_cell(v) for v in row) + "|" for row in rows]
     return dg.MetadataValue.md("\n".join(lines))
+
+
+def _cell(value: object) -> str:
+    # A consumer group id may hold any character: a pipe or a line break would end the cell.
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def shown_rows(

@@ -117,3 +117,17 @@ def test_a_small_sync_pass_shows_every_partition() -> None:
         "a.t-2": 1002,
     }
     assert not [key for key in metadata if key.endswith("_shown")]
+
+
+def test_a_group_named_with_a_pipe_keeps_its_row() -> None:
+    # Consumer group ids may hold any character; a pipe would end a Markdown table's cell.
+    checkpoints = CheckpointRun(flow="a->b", checkpoints_topic="a.checkpoints.internal")
+    emitted = {TopicPartition("a.t", 0): Checkpoint("team|orders", "a.t", 0, 10, 9)}
+    checkpoints.groups["team|orders"] = GroupCheckpoints("team|orders", 1, emitted, [])
+    [row] = table_rows(checkpoint_metadata(checkpoints)["groups"])
+    assert row == {
+        "group": "team|orders",
+        "committed_partitions": "1",
+        "emitted": "1",
+        "untranslated": "0",
+    }

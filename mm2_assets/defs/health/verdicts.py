@@ -8,8 +8,8 @@ list). The checks run in two ways:
 - as one executable multi-asset check per flow (`flow_health_checks`), so "Execute checks"
   in the UI works;
 - from the replication driver sensor every `mm2assets.checks.interval.seconds`
-  (`evaluate_flow_health` → `AssetCheckEvaluation` events in the tick), so health stays
-  current without launching runs.
+  (`evaluate_flow_health` → `AssetCheckEvaluation` events in the tick, those
+  `checks.RecordedVerdicts` selects), so health stays current without launching runs.
 
 Checks:
 

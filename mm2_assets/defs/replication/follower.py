@@ -12,9 +12,10 @@ does shows up on the flow's assets as it happens:
 - the interval work as materializations of `heartbeats` (once per that interval, with the
   count),
   `checkpoints`, `synced_group_offsets` and `topic_configs` (per topic);
-- the flow's health check verdicts every `mm2assets.checks.interval.seconds`, as check
-  evaluations of the run (`defs.health.run_checks`), so the asset page's checks list shows
-  them beside the run's materializations; the driver records none while the run lives
+- the flow's health check verdicts, evaluated every `mm2assets.checks.interval.seconds` and
+  recorded when one changes, otherwise once per materialize interval (`RecordedVerdicts`),
+  as check evaluations of the run (`defs.health.run_checks`), so the asset page's checks list
+  shows them beside the run's materializations; the driver records none while the run lives
   (`checks_recorder`).
 
 A follower run holds the flow's writer lease on the target as `follower run <run id>`
