@@ -42,10 +42,6 @@ _CHECKPOINT_OFFSET_COLUMNS = (  # one row per checkpoint: MM2's Checkpoint recor
 )
 
 
-def _partition(tp: TopicPartition) -> str:
-    return f"{tp.topic}-{tp.partition}"
-
-
 def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
     """Materialization metadata of a checkpoint pass: its totals, then per group and per
     checkpoint at most `ROWS_SHOWN` rows each (`groups_shown`, `checkpoint_offsets_shown`
@@ -74,12 +70,12 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
     details: dict[str, dict[str, object]] = {}
     for group, tp, c in offsets:
         emitted = details.setdefault(group, {}).setdefault("emitted", {})
-        emitted[_partition(tp)] = {
+        emitted[str(tp)] = {
             "upstream_offset": c.upstream_offset,
             "downstream_offset": c.downstream_offset,
         }
     for group, tp in untranslated:
-        details.setdefault(group, {}).setdefault("untranslated", []).append(_partition(tp))
+        details.setdefault(group, {}).setdefault("untranslated", []).append(str(tp))
     return {
         "enabled": True,
         "checkpoints_emitted": run.emitted,
@@ -155,9 +151,9 @@ def group_sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
         )
     for group, kind, tp, value in entries:
         if kind == "up_to_date":
-            details[group].setdefault(kind, []).append(_partition(tp))
+            details[group].setdefault(kind, []).append(str(tp))
         else:
-            details[group].setdefault(kind, {})[_partition(tp)] = value
+            details[group].setdefault(kind, {})[str(tp)] = value
     return {
         "enabled": True,
         "groups_written": run.count("written"),

@@ -39,7 +39,7 @@ from mm2_assets.mm2.config import FlowConfig
 
 class RunCheckRecorder:
     """Evaluates a flow's health checks every `checks_period` on a thread of its own; `poll`
-    hands the verdicts to record (`RecordedVerdicts`) to `record` (one `AssetCheckEvaluation`
+    hands the verdicts `RecordedVerdicts` selects to `record` (one `AssetCheckEvaluation`
     each) and a failure to `warn`, on the caller's thread."""
 
     def __init__(
