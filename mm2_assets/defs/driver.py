@@ -6,7 +6,8 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    clusters, measures the lag of the flow's topics (one topic listing, one batched
    ListOffsets, one read of the progress topic), spots partitions a follower stopped copying,
    and every `mm2assets.checks.interval.seconds` (default 60) evaluates the flow's health
-   checks, reported as asset check evaluations of the tick (no run; in follow mode, while a
+   checks, reported as asset check evaluations of the tick (no run) when a verdict changed,
+   else once per `mm2assets.follower.materialize.interval.seconds` (in follow mode, while a
    follower run of the flow lives, that run records them instead, `health/run_checks.py`);
    it alerts when a cluster stops answering, a follower stalls, a check fails or cannot be
    evaluated, and once each when that is over;
@@ -50,17 +51,20 @@ when it heals (`run_recovery_alerts`, or the driver for a follower).
 
 Cursor: `{"last": {"heartbeats": ts, "checkpoints": ts, ...}, "checks": {check: passed},
 "watch": {...}, "recovered": run id, "started": ts, "retention_failing": bool, "lease":
-{"record": ..., "since": ts}}` — when each interval-driven piece of work was last requested
-(or evaluated, for the checks), each check's last verdict, the watch's incidents
-(`watch.Watch.state`), the follower run last announced as recovered, the driver's first tick
-(the start of its grace period), whether deleting expired runs failed at the last tick, and
-the writer lease record last read and since when it has not changed (follow mode, while a
-follower run is in flight).
+{"record": ..., "since": ts}, "recorded": {check: [verdict, ts]}}` — when each
+interval-driven piece of work was last requested (or evaluated, for the checks), each check's
+last verdict, the watch's incidents (`watch.Watch.state`), the follower run last announced as
+recovered, the driver's first tick (the start of its grace period), whether deleting expired
+runs failed at the last tick, the writer lease record last read and since when it has not
+changed (follow mode, while a follower run is in flight), and each check's last recorded
+runless verdict and when (`recorded_evaluations`); entries with nothing to say (None, false,
+empty) are left out (`driver_cursor`).
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,9 +73,9 @@ import dagster as dg
 from mm2_assets.defs.alerts.liveness import mark_alive
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.cursors import read_cursor, write_cursor
+from mm2_assets.defs.cursors import read_cursor, without_empty, write_cursor
 from mm2_assets.defs.dagster_compat import ensure_pool_limit, sensor_min_interval
-from mm2_assets.defs.health.checks import checks_period
+from mm2_assets.defs.health.checks import RecordedVerdicts, checks_period
 from mm2_assets.defs.health.watch import watch_flow
 from mm2_assets.defs.replication.follower import (
     FollowerLiveness,
@@ -162,6 +166,8 @@ class DriverTick:
     recorder: str | None = None
     """The follower run that records the check verdicts (`follower.checks_recorder`): the
     tick then records none of its own."""
+    recorded: dict[str, Any] | None = None
+    """The checks' last recorded runless verdicts (`RecordedVerdicts.state`), for the cursor."""
 
     @property
     def flow(self) -> FlowConfig:
@@ -334,14 +340,47 @@ def _control(
 def recorded_evaluations(
     tick: DriverTick, evaluations: list[dg.AssetCheckEvaluation]
 ) -> list[dg.AssetCheckEvaluation]:
-    """The tick's check evaluations to record (runless): all of them, unless a follower run
-    of the flow records its own (`tick.recorder`; the alerts were decided all the same). A
-    runless one beside the follower's would hide them on the asset page's checks list for the
-    rest of that run: it shows a check's newest execution, and the run's is updated in place."""
-    if tick.recorder is None or not evaluations:
-        return evaluations
-    tick.note(f"check verdicts recorded by the follower run {tick.recorder[:8]}")
-    return []
+    """The tick's check evaluations to record (runless): those `RecordedVerdicts` selects (a
+    changed verdict, else one per `mm2assets.follower.materialize.interval.seconds`), none
+    while a follower run of the flow records its own (`tick.recorder`; the alerts were decided
+    all the same). A runless one beside the follower's would hide them on the asset page's
+    checks list for the rest of that run: it shows a check's newest execution, and the run's
+    is updated in place. Once no follower records, the driver's next evaluations are recorded
+    at once (the follower's verdicts may differ from what the driver recorded last)."""
+    if tick.recorder is not None:
+        tick.recorded = None
+        if evaluations:
+            tick.note(f"check verdicts recorded by the follower run {tick.recorder[:8]}")
+        return []
+    recorded = RecordedVerdicts(
+        tick.flow.mm2assets_follower_materialize_interval_seconds, tick.recorded
+    )
+    selected = recorded.select(evaluations, tick.now)
+    tick.recorded = recorded.state()
+    return selected
+
+
+def driver_cursor(
+    tick: DriverTick, watch_state: Mapping[str, Any], *, started: float, recovered: str | None
+) -> str:
+    """The cursor the tick leaves (see the module docstring), without the entries that say
+    nothing (`without_empty`): the daemon keeps it in each of the driver's 2,880 ticks a day."""
+    watch = dict(watch_state)
+    checks = watch.pop("checks", {})
+    return write_cursor(
+        without_empty(
+            {
+                "last": tick.last,
+                "checks": checks,
+                "watch": without_empty(watch),
+                "recovered": recovered,
+                "started": started,
+                "retention_failing": tick.retention_failing,
+                "lease": tick.lease,
+                "recorded": tick.recorded,
+            }
+        )
+    )
 
 
 def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorResult:
@@ -349,7 +388,14 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
     flow, instance = plan.flow, context.instance
     now = time.time()
     state = read_cursor(context.cursor) or {}
-    tick = DriverTick(plan, context, now, state, last=dict(state.get("last") or {}))
+    tick = DriverTick(
+        plan,
+        context,
+        now,
+        state,
+        last=dict(state.get("last") or {}),
+        recorded=state.get("recorded"),
+    )
     started = float(state.get("started") or now)  # the driver's first tick
     if "started" not in state:
         # One pass or follower of the flow at a time (`concurrency`), by the pool's name.
@@ -386,18 +432,7 @@ def drive(plan: DriverPlan, context: dg.SensorEvaluationContext) -> dg.SensorRes
     tick.expire_runs()
     evaluations = recorded_evaluations(tick, watched.evaluations)
 
-    watch_state = dict(watched.state)
-    cursor = write_cursor(
-        {
-            "last": tick.last,
-            "checks": watch_state.pop("checks", {}),
-            "watch": watch_state,
-            "recovered": recovered_run,
-            "started": started,
-            "retention_failing": tick.retention_failing,
-            "lease": tick.lease,
-        }
-    )
+    cursor = driver_cursor(tick, watched.state, started=started, recovered=recovered_run)
     if not tick.run_requests:
         reason = "; ".join(tick.notes) or f"{flow.name}: nothing to replicate or due"
         return dg.SensorResult(skip_reason=reason, asset_events=evaluations, cursor=cursor)

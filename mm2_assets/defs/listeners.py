@@ -4,10 +4,10 @@ Each tick is the listener's own (`defs.listening.Listening`: list, diff, notify,
 then the sensor lets its domain react (dynamic partitions, run requests, an observation) and
 stores the new set in its cursor.
 
-Cursor: `{<subject>: <the set>, "notify_pending": bool}`, or, for a listener that keeps its
-set elsewhere (the topic listener: `recall` and `Reaction.cursor`), what it keeps there
-instead of the set. With `refresh.<subject>.enabled = false` the set is computed once (first
-tick), as MM2 does.
+Cursor: `{<subject>: <the set>, "notify_pending": true}` (the last key only while a
+notification waits for its retry), or, for a listener that keeps its set elsewhere (the
+topic listener: `recall` and `Reaction.cursor`), what it keeps there instead of the set.
+With `refresh.<subject>.enabled = false` the set is computed once (first tick), as MM2 does.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -98,7 +98,9 @@ def listener_sensor(
                         if reaction.cursor is None
                         else reaction.cursor
                     ),
-                    "notify_pending": listening.pending,
+                    # Only while a notification waits for its retry: most ticks' cursors
+                    # go without it (the topic listener's, 17,280 a day).
+                    **({"notify_pending": True} if listening.pending else {}),
                 }
             ),
         )

@@ -378,7 +378,9 @@ class FlowSettings:
         "A follower run records at most one materialization per topic that copied records, "
         "one of heartbeats and one of each kind of pass (checkpoints, group offset syncs), "
         "per this interval (seconds), each summing what happened since the last, and a log "
-        "line. Bounds Dagster's event log: 288 events a day per busy topic.",
+        "line. Bounds Dagster's event log: 288 events a day per busy topic. A health check's "
+        "evaluation (the driver's or the follower run's) is recorded when its verdict changes, "
+        "otherwise once per this interval too.",
         blank_is_default=True,
     )
     mm2assets_follower_stable_seconds: int = flow_setting(

@@ -81,8 +81,9 @@ class Chain:
     """When the chain's full record was written (seconds since the epoch)."""
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready form, for the listener's cursor."""
-        return {"id": self.id, "seq": self.seq, "entries": self.entries, "at": self.started_at}
+        """JSON-ready form, for the listener's cursor (`at` to the second: it only dates the
+        chain's full record, which is renewed once a day)."""
+        return {"id": self.id, "seq": self.seq, "entries": self.entries, "at": int(self.started_at)}
 
     @classmethod
     def from_json(cls, saved: object) -> Chain | None:
@@ -133,7 +134,9 @@ def next_record(
         ):
             extended = Chain(chain.id, chain.seq + 1, entries, chain.started_at)
             return SetRecord(extended, digest, delta=delta)
-    return SetRecord(Chain(uuid.uuid4().hex, 0, 0, now), digest, full=set_to_json(current))
+    # A chain id tells a flow's chains apart (a few a day): 64 bits, short in every cursor.
+    chain = Chain(uuid.uuid4().hex[:16], 0, 0, now)
+    return SetRecord(chain, digest, full=set_to_json(current))
 
 
 def full_record_due(chain: Chain | None, now: float) -> bool:

@@ -46,6 +46,7 @@ from mm2_assets_tests.kafka_helpers import (
     recent_ms,
     unique,
 )
+from mm2_assets_tests.storage_helpers import table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -301,11 +302,10 @@ def test_failover_resumes_exactly_where_primary_left_off(
     # Nothing was mirrored from the unreplicated topic: no checkpoint for it.
     assert details["untranslated"] == [f"{unreplicated}-0"]
     # The UI's table of checkpoints: the group's committed offsets, per remote partition.
-    table = meta(checkpoints, "checkpoint_offsets")
     upstream = {
-        (r.data["topic"], r.data["partition"]): r.data["upstream_offset"]
-        for r in table.records
-        if r.data["group"] == group
+        (r["topic"], int(r["partition"])): int(r["upstream_offset"])
+        for r in table_rows(checkpoints.metadata["checkpoint_offsets"])
+        if r["group"] == group
     }
     assert upstream == {(remote, 0): 50, (remote, 1): 37}
     assert meta(synced, "group_details")[group]["outcome"] == "written"

@@ -1,6 +1,6 @@
-"""The `replication_lag` verdict after an outage on thousands of topics: it names the lagging
-topics from the lag snapshot alone (no event-log read per topic), seconds behind counted from
-when the copy last moved each partition on."""
+"""The `replication_lag` verdict after an outage on thousands of topics: it names the most
+lagging topics from the lag snapshot alone (no event-log read per topic), seconds behind
+counted from when the copy last moved each partition on, in an evaluation of a few KB."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import pytest
 
 from mm2_assets.defs.health.checks import evaluate_flow_health
 from mm2_assets.defs.health.verdicts import CHECK_LAG
+from mm2_assets.defs.metadata import ROWS_SHOWN
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.replication.replication_state import LagSnapshot, PartitionState
 from mm2_assets_tests.kafka_helpers import mm2_properties
+from mm2_assets_tests.storage_helpers import stored_bytes
 
 KEY = dg.AssetKey(["primary_to_backup", "replicated_topics"])
 EVENT_LOG_READS = (
@@ -77,13 +79,20 @@ def test_two_thousand_lagging_topics_are_named_with_their_seconds_behind(
     # Nothing read of the event log, where it was one query per lagging topic (2,000).
     assert reads == []
     assert outcome.check_name == CHECK_LAG and not outcome.passed
+    # The most behind, in a few KB (every lagging topic was 110 KB an evaluation): all are
+    # 1,203 s behind, topic-00042 has the most records waiting.
     table = outcome.metadata["lagging_topics"].value
-    assert sorted(table) == topics
+    assert set(table) == {"topic-00042", *topics[: ROWS_SHOWN - 1]}
+    shown = f"{ROWS_SHOWN} of 2000, the most behind first"
+    assert outcome.metadata["lagging_topics_shown"] == shown
     # Worst partition of each topic: the one copied longest ago.
     # (plus the seconds the check itself took, waiting for the probe).
-    assert table["topic-00001"]["records"] == 200
+    assert table["topic-00042"]["records"] == 80_000 and table["topic-00001"]["records"] == 200
     assert outage_s + 3 <= table["topic-00001"]["seconds"] < outage_s + 60
     over = outcome.metadata["over_threshold"].value
-    assert len(over) == 2000  # every topic 1,203 s behind, over the 600 s default
+    assert set(over) == set(table)  # every topic 1,203 s behind, over the 600 s default
+    assert outcome.metadata["over_threshold_shown"] == shown
+    assert outcome.metadata["records_behind"] == 80_000 + 1999 * 200
+    assert stored_bytes(outcome.metadata) < 4_000
     assert "2000 topic(s) behind" in outcome.description
     assert "topic-00000 (200 records, 120" in outcome.description

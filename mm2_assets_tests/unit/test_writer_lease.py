@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mm2_assets.mm2.writer_lease import (
@@ -164,9 +166,28 @@ def test_nothing_is_told_of_a_run_that_does_not_hold_the_lease() -> None:
         assert verdict is None
 
 
+def test_a_judges_kept_state_is_small_and_one_from_before_marks_is_read() -> None:
+    """The driver keeps the state in its cursor, a tick every 30 s: a mark of the record
+    (90 bytes here, 130 with a run id), not the record (250)."""
+    record = first_record("f").taken_by(ME, 1, now=0.0).renewed(5.0)
+    _, state = judge(None, record, 100.0)
+    assert len(json.dumps(state, separators=(",", ":"))) < 100
+    before = {"record": record.record_value().decode(), "since": 100.0}
+    assert judge(before, record, 109.9)[0] is True
+    assert judge(before, record, 110.0)[0] is False  # the same record for the timeout
+    assert judge(before, record.renewed(110.0), 110.0)[0] is True
+
+
 def test_an_unreadable_watch_state_starts_over() -> None:
     record = first_record("f").taken_by(ME, 1, now=0.0)
-    for state in ({"record": "{", "since": 0}, {"since": 0}, "x", None):
+    unreadable = (
+        {"record": "{", "since": 0},
+        {"since": 0},
+        {"digest": "d", "what": ME.what, "released": "no", "since": 0},
+        "x",
+        None,
+    )
+    for state in unreadable:
         watch = LeaseWatch.restored(10, "f", state)
         assert watch.seen is None
         watch.observe(record, 100.0)

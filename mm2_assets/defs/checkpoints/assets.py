@@ -10,91 +10,79 @@ materialization does nothing and says so.
 
 # No `from __future__ import annotations`: Dagster reads the context annotations.
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
 from mm2_assets.checkpointing.checkpoint_task import CheckpointRun, emit_checkpoints
-from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun, sync_group_offsets
+from mm2_assets.checkpointing.group_offset_sync import (
+    GroupOffsetSyncRun,
+    SyncOutcome,
+    sync_group_offsets,
+)
 from mm2_assets.defs.health.freshness import flow_freshness
-from mm2_assets.defs.metadata import disabled_result, flow_tags, table_metadata
+from mm2_assets.defs.metadata import (
+    ROWS_SHOWN,
+    disabled_result,
+    flow_tags,
+    markdown_table,
+    shown_rows,
+)
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.wire import TopicPartition
 from mm2_assets.stores.checkpoint_store import checkpoints_topic
 
-_CHECKPOINT_COLUMNS = {
-    "group": "string",
-    "committed_partitions": "int",
-    "emitted": "int",
-    "untranslated": "int",
-}
-
-_CHECKPOINT_OFFSET_COLUMNS = {  # one row per checkpoint: MM2's Checkpoint record, readable
-    "group": "string",
-    "topic": "string",
-    "partition": "int",
-    "upstream_offset": "int",
-    "downstream_offset": "int",
-}
-
-
-PARTITION_ROWS_MAX = 50
-"""Per-partition rows one pass's materialization shows at most (the first, by group, topic
-and partition). A pass runs every minute over every group and partition: 20 groups of 80
-partitions were 320 KB an event, 460 MB a day; the checkpoints topic holds every one."""
-
-
-def _shown(total: int) -> dict[str, object]:
-    """`partition_rows_shown` when a pass's per-partition rows were cut."""
-    if total <= PARTITION_ROWS_MAX:
-        return {}
-    return {"partition_rows_shown": f"{PARTITION_ROWS_MAX} of {total}"}
+_CHECKPOINT_COLUMNS = ("group", "committed_partitions", "emitted", "untranslated")
+_CHECKPOINT_OFFSET_COLUMNS = (  # one row per checkpoint: MM2's Checkpoint record, readable
+    "group",
+    "topic",
+    "partition",
+    "upstream_offset",
+    "downstream_offset",
+)
 
 
 def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
-    """Materialization metadata of a checkpoint pass (per-group table and details; the
-    per-partition rows cut at `PARTITION_ROWS_MAX`)."""
-    offsets = [
-        {
-            "group": g.group,
-            "topic": tp.topic,
-            "partition": tp.partition,
+    """Materialization metadata of a checkpoint pass: its totals, then per group and per
+    checkpoint at most `ROWS_SHOWN` rows each (`groups_shown`, `checkpoint_offsets_shown`
+    say what was cut; the checkpoints topic holds every checkpoint).
+
+    A follower records a pass every materialize interval, over every group and partition:
+    the groups with untranslated partitions first, the checkpoints by group, topic and
+    partition, and `group_details` (the same, as JSON) only for the groups with something
+    shown."""
+    by_group = sorted(run.groups.values(), key=lambda g: g.group)
+    groups, groups_note = shown_rows(
+        "groups",
+        sorted(by_group, key=lambda g: -len(g.untranslated)),
+        "the most untranslated partitions first",
+    )
+    offsets, offsets_note = shown_rows(
+        "checkpoint_offsets",
+        [(g.group, tp, c) for g in by_group for tp, c in sorted(g.emitted.items())],
+        "by group, topic and partition",
+    )
+    untranslated, untranslated_note = shown_rows(
+        "untranslated_partitions",
+        [(g.group, tp) for g in by_group for tp in g.untranslated],
+        "by group",
+    )
+    details: dict[str, dict[str, object]] = {}
+    for group, tp, c in offsets:
+        emitted = details.setdefault(group, {}).setdefault("emitted", {})
+        emitted[str(tp)] = {
             "upstream_offset": c.upstream_offset,
             "downstream_offset": c.downstream_offset,
         }
-        for g in sorted(run.groups.values(), key=lambda g: g.group)
-        for tp, c in sorted(g.emitted.items())
-    ]
-    shown = offsets[:PARTITION_ROWS_MAX]
-    emitted: dict[str, dict[str, dict[str, int]]] = {}
-    for row in shown:
-        emitted.setdefault(row["group"], {})[f"{row['topic']}-{row['partition']}"] = {
-            "upstream_offset": row["upstream_offset"],
-            "downstream_offset": row["downstream_offset"],
-        }
-    rows = [
-        {
-            "group": g.group,
-            "committed_partitions": g.committed_partitions,
-            "emitted": len(g.emitted),
-            "untranslated": len(g.untranslated),
-        }
-        for g in run.groups.values()
-    ]
-    details = {
-        g.group: {
-            "emitted": emitted.get(g.group, {}),
-            "untranslated": [f"{tp.topic}-{tp.partition}" for tp in g.untranslated][
-                :PARTITION_ROWS_MAX
-            ],
-        }
-        for g in run.groups.values()
-    }
+    for group, tp in untranslated:
+        details.setdefault(group, {}).setdefault("untranslated", []).append(str(tp))
     return {
         "enabled": True,
         "checkpoints_emitted": run.emitted,
         "checkpoints_topic": run.checkpoints_topic,
         "created_topic": run.created_topic,
         "groups_checkpointed": len(run.groups),
-        "checkpointed_groups": dg.MetadataValue.json(sorted(run.groups)),
+        "checkpointed_groups": dg.MetadataValue.json(sorted(run.groups)[:ROWS_SHOWN]),
         # Deleted and recreated on the source, not copied since: not translated yet.
         "recreated_topics_held_back": dg.MetadataValue.json(run.recreated_topics),
         "synced_partitions": run.synced_partitions,
@@ -103,59 +91,69 @@ def checkpoint_metadata(run: CheckpointRun) -> dict[str, object]:
         "pass_phases": dg.MetadataValue.json(run.phases),
         # Offsets the copy map answered and spans paired from the records (the slow way).
         "pass_translation": dg.MetadataValue.json(run.translation),
-        "groups": table_metadata(_CHECKPOINT_COLUMNS, rows),
-        "checkpoint_offsets": table_metadata(_CHECKPOINT_OFFSET_COLUMNS, shown),
-        **_shown(len(offsets)),
+        "groups": markdown_table(
+            _CHECKPOINT_COLUMNS,
+            [
+                (g.group, g.committed_partitions, len(g.emitted), len(g.untranslated))
+                for g in groups
+            ],
+        ),
+        **groups_note,
+        "checkpoint_offsets": markdown_table(
+            _CHECKPOINT_OFFSET_COLUMNS,
+            [
+                (group, tp.topic, tp.partition, c.upstream_offset, c.downstream_offset)
+                for group, tp, c in offsets
+            ],
+        ),
+        **offsets_note,
         "group_details": dg.MetadataValue.json(details),
+        **untranslated_note,
     }
 
 
-_SYNC_COLUMNS = {
-    "group": "string",
-    "target_state": "string",
-    "outcome": "string",
-    "written": "int",
-    "skipped_ahead": "int",
-}
+_SYNC_COLUMNS = ("group", "target_state", "outcome", "written", "skipped_ahead")
+_SYNC_ORDER: tuple[SyncOutcome, ...] = (
+    "failed",
+    "skipped_active",
+    "skipped_ahead",
+    "written",
+    "up_to_date",
+)
+"""A sync pass's groups, the most relevant first: what went wrong, then what was left alone."""
 
 
 def group_sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
-    """Materialization metadata of a KIP-545 group offset sync pass."""
-    rows = [
-        {
-            "group": g.group,
-            "target_state": g.target_state,
-            "outcome": g.outcome,
-            "written": len(g.written),
-            "skipped_ahead": len(g.skipped_ahead),
-        }
-        for g in run.groups.values()
-    ]
-    # Per partition: at most PARTITION_ROWS_MAX over all groups, as for checkpoints.
-    left, total = PARTITION_ROWS_MAX, 0
-
-    def cut(items: list) -> list:
-        nonlocal left, total
-        total += len(items)
-        kept = items[:left]
-        left -= len(kept)
-        return kept
-
-    details = {}
-    for g in sorted(run.groups.values(), key=lambda g: g.group):
-        written = cut(sorted(g.written.items()))
-        ahead = cut(sorted(g.skipped_ahead.items()))
-        details[g.group] = {
-            "outcome": g.outcome,
-            "target_state": g.target_state,
-            "written": {f"{tp.topic}-{tp.partition}": o for tp, o in written},
-            "skipped_ahead": {
-                f"{tp.topic}-{tp.partition}": {"target_offset": t, "translated_offset": c}
-                for tp, (t, c) in ahead
+    """Materialization metadata of a KIP-545 group offset sync pass: its totals, then at most
+    `ROWS_SHOWN` groups, the failed and skipped first (`groups_shown` says what was cut), and
+    in `group_details` those groups' outcomes and at most `ROWS_SHOWN` partitions in all, in
+    the same order (`group_details_shown`), with their groups."""
+    ordered = sorted(run.groups.values(), key=lambda g: (_SYNC_ORDER.index(g.outcome), g.group))
+    groups, groups_note = shown_rows("groups", ordered, "failed and skipped first")
+    entries: list[tuple[str, str, TopicPartition, object]] = []
+    for g in ordered:
+        entries += [(g.group, "written", tp, o) for tp, o in sorted(g.written.items())]
+        entries += [
+            (g.group, "skipped_ahead", tp, {"target_offset": t, "translated_offset": c})
+            for tp, (t, c) in sorted(g.skipped_ahead.items())
+        ]
+        entries += [(g.group, "up_to_date", tp, None) for tp in g.up_to_date]
+    entries, entries_note = shown_rows("group_details", entries, "partitions by group")
+    details: dict[str, dict[str, Any]] = {}
+    for g in [*groups, *(run.groups[group] for group, *_ in entries)]:
+        details.setdefault(
+            g.group,
+            {
+                "outcome": g.outcome,
+                "target_state": g.target_state,
+                **({"error": g.error} if g.error else {}),
             },
-            "up_to_date": [f"{tp.topic}-{tp.partition}" for tp in cut(list(g.up_to_date))],
-            **({"error": g.error} if g.error else {}),
-        }
+        )
+    for group, kind, tp, value in entries:
+        if kind == "up_to_date":
+            details[group].setdefault(kind, []).append(str(tp))
+        else:
+            details[group].setdefault(kind, {})[str(tp)] = value
     return {
         "enabled": True,
         "groups_written": run.count("written"),
@@ -164,9 +162,16 @@ def group_sync_metadata(run: GroupOffsetSyncRun) -> dict[str, object]:
         "groups_up_to_date": run.count("up_to_date"),
         "groups_failed": run.count("failed"),
         "partitions_written": sum(len(g.written) for g in run.groups.values()),
-        "groups": table_metadata(_SYNC_COLUMNS, rows),
+        "groups": markdown_table(
+            _SYNC_COLUMNS,
+            [
+                (g.group, g.target_state, g.outcome, len(g.written), len(g.skipped_ahead))
+                for g in groups
+            ],
+        ),
+        **groups_note,
         "group_details": dg.MetadataValue.json(details),
-        **_shown(total),
+        **entries_note,
     }
 
 

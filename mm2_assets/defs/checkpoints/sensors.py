@@ -12,7 +12,8 @@ list differs from the cursor it:
   list under `checkpointed_group_set`, which a follower run checkpoints), and a
   `groups_changed` alert (not on the first tick).
 
-Cursor: `{"groups": [...], "notify_pending": bool}`.
+Cursor: `{"groups": [...]}`, with `"notify_pending": true` while a notification waits for
+its retry.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.

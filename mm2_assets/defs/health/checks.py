@@ -4,7 +4,7 @@ decides)."""
 
 # No `from __future__ import annotations`: Dagster inspects the check's context annotation.
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import dagster as dg
 
@@ -19,6 +19,7 @@ from mm2_assets.defs.health.verdicts import (
     evaluate_target_topics,
     lag_thresholds,
 )
+from mm2_assets.defs.replication.report_cadence import CountCadence
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
 
@@ -27,6 +28,53 @@ def checks_period(flow: FlowConfig) -> int:
     """Seconds between two evaluations of the flow's health checks:
     `mm2assets.checks.interval.seconds`, at least the driver's tick (which alerts on them)."""
     return max(flow.mm2assets_checks_interval_seconds, flow.mm2assets_driver_interval_seconds)
+
+
+class RecordedVerdicts:
+    """Which of a flow's check evaluations to record (the driver's runless ones and a follower
+    run's own): a check's first, one whose verdict (passed or failed, and its severity) differs
+    from the last recorded, and otherwise one per `interval` seconds
+    (`mm2assets.follower.materialize.interval.seconds`, 300 by default).
+
+    The checks are evaluated every `checks_period` (60 s) for the alerts, which see every
+    evaluation; recording each was 4,320 events a day per flow, and the runless ones are kept
+    until the asset is wiped. A verdict that changes is on the asset page at once; one that
+    holds shows its numbers once per interval. `state` continues what `state()` returned (the
+    driver keeps it in its cursor from tick to tick)."""
+
+    def __init__(self, interval: float, state: object = None) -> None:
+        self.interval = interval
+        self._verdicts: dict[str, str] = {}
+        self._cadences: dict[str, CountCadence] = {}
+        for name, saved in (state if isinstance(state, Mapping) else {}).items():
+            try:
+                verdict, last = saved
+                self._cadences[str(name)] = CountCadence(interval, last=float(last))
+                self._verdicts[str(name)] = str(verdict)
+            except (TypeError, ValueError):
+                continue  # an unreadable entry: that check's next evaluation is recorded
+
+    def select(
+        self, evaluations: Iterable[dg.AssetCheckEvaluation], now: float
+    ) -> list[dg.AssetCheckEvaluation]:
+        """The `evaluations` (made at `now`) to record."""
+        recorded = []
+        for evaluation in evaluations:
+            name = evaluation.check_name
+            verdict = "passed" if evaluation.passed else f"failed {evaluation.severity.value}"
+            cadence = self._cadences.setdefault(name, CountCadence(self.interval))
+            if cadence.add(1, now, force=self._verdicts.get(name) != verdict) is not None:
+                self._verdicts[name] = verdict
+                recorded.append(evaluation)
+        return recorded
+
+    def state(self) -> dict[str, list[object]]:
+        """Each check's last recorded verdict and when (JSON-ready, for `RecordedVerdicts`)."""
+        return {
+            name: [self._verdicts[name], cadence.last]
+            for name, cadence in sorted(self._cadences.items())
+            if cadence.last is not None and name in self._verdicts
+        }
 
 
 def evaluate_flow_health(

@@ -9,7 +9,10 @@ records the verdicts itself, as events of its own run, and the driver records no
 (`follower.checks_recorder`); the driver still evaluates the checks and alerts on them.
 
 Dagster keeps one execution per run and check, updated in place by each later evaluation: the
-checks list shows the newest verdict, and the run's event log holds every evaluation.
+checks list shows the newest verdict recorded, and the run's event log holds every recorded
+evaluation: a check's first, each change of verdict, and otherwise one per
+`mm2assets.follower.materialize.interval.seconds` (`RecordedVerdicts`; the driver alerts on
+every evaluation all the same).
 
 The evaluation is `evaluate_flow_health`, the driver's (so what the page shows and what
 alerts agree), every `checks_period` (the first at once, before the run's first
@@ -30,14 +33,14 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from mm2_assets.defs.health.checks import checks_period, evaluate_flow_health
+from mm2_assets.defs.health.checks import RecordedVerdicts, checks_period, evaluate_flow_health
 from mm2_assets.mm2.config import FlowConfig
 
 
 class RunCheckRecorder:
     """Evaluates a flow's health checks every `checks_period` on a thread of its own; `poll`
-    hands the verdicts to `record` (one `AssetCheckEvaluation` each) and a failure to `warn`,
-    on the caller's thread."""
+    hands the verdicts `RecordedVerdicts` selects to `record` (one `AssetCheckEvaluation`
+    each) and a failure to `warn`, on the caller's thread."""
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class RunCheckRecorder:
         self.replicated_topics = replicated_topics
         self.checkpoints = checkpoints
         self.period = checks_period(flow)
+        self.recorded = RecordedVerdicts(flow.mm2assets_follower_materialize_interval_seconds)
         self._record = record
         self._warn = warn
         self._next = 0.0  # monotonic: the first evaluation is due at once
@@ -69,7 +73,7 @@ class RunCheckRecorder:
         if isinstance(done, BaseException):
             self._warn(f"{self.flow.name}: evaluating the health checks failed: {done}")
         elif done is not None:
-            for evaluation in done:
+            for evaluation in self.recorded.select(done, time.time()):
                 self._record(evaluation)
         now = time.monotonic()
         if now < self._next or (self._thread is not None and self._thread.is_alive()):

@@ -41,7 +41,7 @@ def source_topics_spec(flow: FlowConfig, partitions: dg.PartitionsDefinition) ->
     )
 
 
-PARTITION_COLUMNS = {  # the per-partition table of a materialization (pass or follower)
+PARTITION_COLUMNS = {  # a pass's per-partition table (a follower's: `follower.summary_metadata`)
     "topic": "string",
     "partition": "int",
     "from_offset": "int",

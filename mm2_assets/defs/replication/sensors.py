@@ -21,13 +21,14 @@ recorded last (`recorded_set`). Then it:
   set only to start a chain (the first tick, after `MAX_DELTAS` deltas or as many changed
   topics as the set has, and once a day even when nothing changed).
 
-Cursor: `{"digest": <the set's digest>, "chain": <the records' chain>, "notify_pending":
-bool}`, the same size whatever the set. The set itself is kept in the code server's memory
-between ticks; a code server started afresh rebuilds it from the records (the digest tells it
-got the same set; when it cannot, the tick counts as a first one: the set recorded in full,
-the listener notified). A cursor from before (`{"topics": <the whole set>, ...}`) is read as
-it was. With `refresh.topics.enabled = false` the map is computed once (first tick), as MM2
-does.
+Cursor: `{"digest": <the set's digest, its first 16 characters>, "chain": <the records'
+chain>}` (and `"notify_pending": true` while a notification waits for a retry), about 100
+bytes whatever the set: the daemon keeps one in each of the listener's 17,280 ticks a day.
+The set itself is kept in the code server's memory between ticks; a code server started
+afresh rebuilds it from the records (the digest tells it got the same set; when it cannot,
+the tick counts as a first one: the set recorded in full, the listener notified). A cursor
+from before (`{"topics": <the whole set>, ...}`, or a whole digest) is read as it was. With
+`refresh.topics.enabled = false` the map is computed once (first tick), as MM2 does.
 """
 
 # No `from __future__ import annotations`: Dagster inspects the sensor's context annotation.
@@ -52,6 +53,21 @@ from mm2_assets.defs.run_requests import WORK_REPLICATE, partition_range_request
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.replicated_set import ReplicatedSet, ReplicatedSetChange, set_from_json
 from mm2_assets.mm2.set_record import Chain, SetRecord, full_record_due, next_record, set_digest
+
+CURSOR_DIGEST_CHARS = 16
+"""Characters of the set's digest the cursor keeps (64 bits): enough to tell that the set read
+back from the records is the last tick's; the records hold the whole digest."""
+
+
+def same_digest(saved: object, digest: str | None) -> bool:
+    """Whether the cursor's `saved` digest (`CURSOR_DIGEST_CHARS`, or the whole digest a
+    cursor from before kept) is `digest`'s."""
+    return (
+        isinstance(saved, str)
+        and digest is not None
+        and len(saved) >= CURSOR_DIGEST_CHARS
+        and digest.startswith(saved)
+    )
 
 
 class SetMemory:
@@ -85,7 +101,7 @@ class SetMemory:
         # A tick's instance may be a new handle on the same storage.
         self._reader.instance = context.instance
         rebuilt = self._reader.latest()
-        if rebuilt is not None and rebuilt.digest == state.get("digest"):
+        if rebuilt is not None and same_digest(state.get("digest"), rebuilt.digest):
             return rebuilt.topics
         context.log.warning(
             "the replicated set of the last tick could not be read back from the records: "
@@ -193,7 +209,7 @@ def _record_set(
         context.cursor is None
         or bool(change)
         or bool(reaction.partition_requests)  # dynamic partitions added or deleted
-        or digest != state.get("digest")
+        or not same_digest(state.get("digest"), digest)
         or full_record_due(chain, now)
     )
     if due and reaction.observation is not None:
@@ -208,7 +224,10 @@ def _record_set(
             reaction.trailer = (reaction.observation[0], _record_metadata(empty))
     else:
         reaction.observation = None
-    reaction.cursor = {"digest": digest, "chain": None if chain is None else chain.to_json()}
+    reaction.cursor = {
+        "digest": digest[:CURSOR_DIGEST_CHARS],
+        "chain": None if chain is None else chain.to_json(),
+    }
 
 
 def _record_metadata(record: SetRecord) -> dict[str, Any]:
