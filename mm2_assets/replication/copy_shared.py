@@ -82,6 +82,13 @@ _TOPIC_GONE = {
 _LANE_EVENTS = {KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET, *_TOPIC_GONE}
 
 CONSUME_BATCH = 10_000
+TXN_MAX_PARTITIONS = 500
+"""The most source partitions one transaction copies records of. Committing a transaction
+writes a marker to every partition it touched, and the next one cannot add a partition until
+they are written: after a pause (a re-layout, a burst) over thousands of partitions, one
+transaction of them all took longer than the follower's 10 s transaction timeout on a loaded
+broker, was aborted, and every retry was as large (measured at 8,000 partitions). Smaller
+transactions commit one after another instead."""
 _ID_CHECK_TIMEOUT_S = 5.0
 """The longest a commit waits for the source's answer to which topic ids its records are of
 (less when a quarter of the transaction timeout is less: the follower's is 10 s)."""
@@ -491,6 +498,8 @@ class Copier(ABC):
         """The producer's `transaction.timeout.ms`, in seconds."""
         self.txn_records = 0
         self.txn_bytes = 0
+        self.txn_partitions = 0
+        """Lanes with records in the open transaction (see `TXN_MAX_PARTITIONS`)."""
         self.last_commit = 0.0
         """When the last transaction committed (monotonic)."""
         self.in_txn = False
@@ -856,7 +865,13 @@ class Copier(ABC):
             lane.batch.bytes += size
             self.txn_bytes += size
             self.txn_records += 1
-            full = self.txn_records >= spec.batch_records or self.txn_bytes >= spec.batch_bytes
+            if not lane.batch.upstream:
+                self.txn_partitions += 1
+            full = (
+                self.txn_records >= spec.batch_records
+                or self.txn_bytes >= spec.batch_bytes
+                or self.txn_partitions >= TXN_MAX_PARTITIONS
+            )
             # Only a batch's first and last records need their downstream offset; the last
             # record of each consumed chunk may turn out to be a batch's last.
             track = not lane.batch.upstream or full or i == last_index
@@ -929,7 +944,7 @@ class Copier(ABC):
         for lane, syncs, progress in staged:
             self._committed(lane, syncs, progress)
         self.syncs.poll()
-        self.txn_records = self.txn_bytes = 0
+        self.txn_records = self.txn_bytes = self.txn_partitions = 0
 
     def _ask_topic_ids(self) -> dict[str, Future]:
         """Ask the source for the ids of the topics whose records the open transaction holds
@@ -991,7 +1006,7 @@ class Copier(ABC):
         old one's) and go back: every lane to its first record in it, the `moved` lanes to
         their new topic's start (`_out_of_range`); the partitions are assigned again."""
         self.producer.abort_transaction(60)
-        self.txn_records = self.txn_bytes = 0
+        self.txn_records = self.txn_bytes = self.txn_partitions = 0
         for lane in self.lanes:
             if lane.batch.upstream:
                 lane.position = lane.batch.upstream[0]
