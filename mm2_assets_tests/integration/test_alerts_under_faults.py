@@ -64,6 +64,12 @@ RETRY_MAX_S = 5
 ADMIN_TIMEOUT_S = 10
 """`admin.timeout.ms` of `write_config`'s flows, in seconds."""
 """`mm2assets.alert.retry.max.seconds` of the flow under test."""
+MATERIALIZE_S = 5
+"""`mm2assets.follower.materialize.interval.seconds` of the flow under test."""
+FRESHNESS_FAIL_S = 60
+"""The heartbeats' freshness fail window then (`freshness.fail_after_seconds`: its minimum)."""
+GRACE_S = 30
+"""`mm2assets.checks.grace.seconds` of the flow under test."""
 HUNG_FLOW = "backup->primary"
 """The heartbeat pair whose alert sink hangs."""
 
@@ -100,6 +106,12 @@ def operator(pair: Pair, tmp_path_factory: pytest.TempPathFactory) -> Iterator[O
         prefix,
         "mm2assets.replication.mode = follow\n"
         "mm2assets.follower.report.interval.seconds = 1\n"
+        # Heartbeats recorded every 5 s: their freshness policy fails after its shortest
+        # window (a minute) instead of three default materialize intervals (15 minutes).
+        f"mm2assets.follower.materialize.interval.seconds = {MATERIALIZE_S}\n"
+        # A first catch-up silences freshness (and lag) alerts; the module's tests come
+        # within the default 300 s of the driver's start.
+        f"mm2assets.checks.grace.seconds = {GRACE_S}\n"
         f"mm2assets.driver.interval.seconds = {DRIVER_S}\n"
         f"mm2assets.checks.interval.seconds = {DRIVER_S}\n"
         f"mm2assets.alert.webhook.url = {webhook.url}\n"
@@ -243,8 +255,9 @@ def test_heartbeats_failing_in_follow_mode_alert_within_the_bound_and_close_when
     operator: Operator,
 ) -> None:
     """The target's heartbeats topic made unwritable (records larger than it takes) under the
-    running follower: one `interval_work_failed` alert within the bound, one close once it
-    takes records again."""
+    running follower: one `interval_work_failed` alert within the bound; still failing, the
+    heartbeats asset fails its freshness policy: one `freshness_failed` alert within its
+    window plus a driver tick; once it takes records again, one close of each."""
     pair, webhook, server = operator.pair, operator.webhook, operator.server
     admin = AdminClient({"bootstrap.servers": pair.bootstrap("backup")})
     wait_for(
@@ -265,57 +278,75 @@ def test_heartbeats_failing_in_follow_mode_alert_within_the_bound_and_close_when
         )
         admin.incremental_alter_configs([resource_now])[resource_now].result(30)
 
-    # The outages before this test made the heartbeats fail too: once that incident closed,
-    # only what follows counts (a new one opens only after the last one closed).
-    def heartbeats_incidents_open() -> int:
-        kinds = [
-            a["kind"]
-            for a in webhook.received
-            if a["flow"] == "primary->backup" and a["details"].get("work") == "heartbeats"
+    def heartbeat_alerts(kind: str, since: int = 0) -> list[dict]:
+        """The flow's alerts of `kind` about its heartbeats (the work, or the asset)."""
+        return [
+            a
+            for a in webhook.received[since:]
+            if a["kind"] == kind
+            and a["flow"] == "primary->backup"
+            and "heartbeats" in (a["details"].get("work"), a["details"].get("asset"))
         ]
-        return kinds.count("interval_work_failed") - kinds.count("interval_work_recovered")
+
+    # The outages before this test made the heartbeats fail too: once those incidents
+    # closed, only what follows counts (a new one opens only after the last one closed).
+    def incidents_open() -> int:
+        return sum(
+            len(heartbeat_alerts(opened)) - len(heartbeat_alerts(closed))
+            for opened, closed in PAIRS
+        )
 
     wait_for(
-        "the earlier heartbeats incident to close",
-        lambda: heartbeats_incidents_open() == 0,
+        "the earlier heartbeats incidents to close",
+        lambda: incidents_open() == 0,
         WORK_FAILING_S + 2 * ADMIN_TIMEOUT_S + 60,
         state=lambda: f"received {webhook.kinds()}",
     )
     seen = len(webhook.received)
-
-    def heartbeat_alerts(kind: str) -> list[dict]:
-        return [
-            a
-            for a in webhook.received[seen:]
-            if a["kind"] == kind
-            and a["flow"] == "primary->backup"
-            and a["details"].get("work") == "heartbeats"
-        ]
-
     set_max_bytes("1")
     broken = time.monotonic()
     try:
         wait_for(
             "an interval_work_failed alert for the heartbeats",
-            lambda: bool(heartbeat_alerts("interval_work_failed")),
+            lambda: bool(heartbeat_alerts("interval_work_failed", seen)),
             # A heartbeat that gets no answer fails at the admin timeout (10 s here).
             WORK_FAILING_S + 2 * ADMIN_TIMEOUT_S + 20,
             state=lambda: f"received {webhook.kinds()}; {server.log_tail(10)}",
         )
         took = time.monotonic() - broken
+        # Nothing recorded since the break: the policy fails one window after the last
+        # heartbeats materialization (at most one materialize interval before the break).
+        wait_for(
+            "a freshness_failed alert for the heartbeats",
+            lambda: bool(heartbeat_alerts("freshness_failed", seen)),
+            FRESHNESS_FAIL_S + 2 * DRIVER_S + 30 - took,
+            state=lambda: f"received {webhook.kinds()}; {server.log_tail(10)}",
+        )
+        stale = time.monotonic() - broken
     finally:
         set_max_bytes("")
-    wait_for(
-        "the heartbeats' recovery alert",
-        lambda: bool(heartbeat_alerts("interval_work_recovered")),
-        30,
-        state=lambda: f"received {webhook.kinds()}",
+    for opened, closed in PAIRS:
+        wait_for(
+            f"the heartbeats' {closed} alert",
+            lambda closed=closed: bool(heartbeat_alerts(closed, seen)),
+            MATERIALIZE_S + 2 * DRIVER_S + 30,
+            state=lambda: f"received {webhook.kinds()}",
+        )
+        [open_alert] = heartbeat_alerts(opened, seen)
+        [close_alert] = heartbeat_alerts(closed, seen)
+        assert open_alert["incident_id"] == close_alert["incident_id"], (open_alert, close_alert)
+        assert open_alert["event"] == "open" and "heartbeats" in open_alert["message"]
+    print(
+        f"heartbeats: interval_work_failed alert {took:.1f} s after the topic broke, "
+        f"freshness_failed {stale:.1f} s after (window {FRESHNESS_FAIL_S} s)"
     )
-    [opened] = heartbeat_alerts("interval_work_failed")
-    [closed] = heartbeat_alerts("interval_work_recovered")
-    assert opened["incident_id"] == closed["incident_id"] and opened["event"] == "open"
-    assert "heartbeats" in opened["message"], opened
-    print(f"heartbeats: interval_work_failed alert {took:.1f} s after the topic broke")
+
+
+PAIRS = (
+    ("interval_work_failed", "interval_work_recovered"),
+    ("freshness_failed", "freshness_recovered"),
+)
+"""The incidents a heartbeats failure opens, with the kind that closes each."""
 
 
 def test_the_health_command_says_when_the_daemon_stopped(operator: Operator) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from mm2_assets.defs.alerts.sensors import AlertScope, run_alert_sensors
 from mm2_assets.defs.alerts.sinks import (
     LogAlertSink,
     WebhookAlertSink,
@@ -181,3 +182,10 @@ def test_a_webhook_refusal_for_good_is_told_from_a_receiver_down(
         hook.close()
     assert isinstance(failed.value, AlertRejectedError) is for_good
     assert f"HTTP {status}" in str(failed.value) and "s3cret" not in str(failed.value)
+
+
+def test_the_run_alert_sensors_tick_once_a_minute() -> None:
+    """Each tick is a stored sensor tick whatever it finds (issue 46's storage budget): the
+    pair ticks on the daemon loop just under a minute, not at Dagster's default 30 s."""
+    sensors = run_alert_sensors("mm2_assets", [AlertScope(flow(), frozenset())])
+    assert [s.minimum_interval_seconds for s in sensors] == [59, 59]
