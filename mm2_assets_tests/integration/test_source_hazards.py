@@ -343,18 +343,9 @@ def spread(count: int, tag: str, partitions: int) -> list[Rec]:
     ]
 
 
-STALL_AFTER_RECREATION = pytest.mark.xfail(
-    strict=False,
-    reason="open bug (issue 47): in most full suites, the new topic's records never arrive when "
-    "the re-layout comes right after the recreation: the fresh consumer made for the new "
-    "topic fetches nothing (bounding its predecessor's close did not cure it); seen alone in "
-    "1 of 3 runs beside three other modules",
-)
-
-
 @pytest.mark.parametrize(
     "refresh_s",
-    [pytest.param(1, marks=STALL_AFTER_RECREATION), 8],
+    [1, 8],
     ids=["relayout-soon", "relayout-late"],
 )
 def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
