@@ -1690,32 +1690,64 @@ def soak(args: argparse.Namespace, report: dict) -> None:
         report["verdicts"] += storage_verdicts(report)
 
 
+TICK_STORE = "schedules"
+"""DAGSTER_HOME's sensor-tick store: Dagster purges ticks by whole days (`dagster.yaml`'s
+`purge_after_days`), which `--long` cannot compress: within an hour it only grows."""
+
+
+def held_mb(bucket: dict, *, ticks: bool) -> float | None:
+    """MB DAGSTER_HOME held at the bucket's end: all of it, or without the tick store."""
+    total = bucket.get("storage_mb_end")
+    if ticks or total is None:
+        return total
+    parts = bucket.get("storage_parts_mb_end") or {}
+    return total - parts.get(TICK_STORE, 0.0)
+
+
 def storage_verdicts(report: dict) -> list[dict]:
-    """`--long`'s goals: storage flat once retention applies, and its cost per day."""
+    """`--long`'s goals: storage flat once retention applies (without the sensor ticks,
+    which Dagster keeps by whole days: their growth is reported beside, with their bound),
+    and its cost per day (informational here: the time is compressed; the day's cost at the
+    defaults is `bench/storage_kinds.py`'s)."""
     settle_min = (LONG_MAX_AGE_S + LONG_RETENTION_S) / 60
     buckets = report["buckets"]
     settled = [b for b in buckets if b["from_min"] >= settle_min + buckets[0]["from_min"]]
     out = []
     if settled and settled[0] is not buckets[-1]:
-        a, b = settled[0]["storage_mb_end"], buckets[-1]["storage_mb_end"]
+        first, last = settled[0], buckets[-1]
+        a, b = held_mb(first, ticks=False), held_mb(last, ticks=False)
         ratio = b / a if a and b is not None else None
         out.append(
             {
-                "goal": f"DAGSTER_HOME flat once retention applies: the last bucket's end ≤ "
-                f"{GOAL_RATIO:.2f}x the end of {settled[0]['bucket']} (the first bucket "
-                f"{settle_min:g} min into the soak)",
+                "goal": f"DAGSTER_HOME without the sensor ticks flat once retention applies: "
+                f"the last bucket's end ≤ {GOAL_RATIO:.2f}x the end of {first['bucket']} (the "
+                f"first bucket {settle_min:g} min into the soak)",
                 "measured": f"{fmt(a, '.1f')} → {fmt(b, '.1f')} MB ({fmt(ratio, '.2f')}x)",
                 "met": None if ratio is None else ratio <= GOAL_RATIO,
             }
         )
-    first = buckets[0].get("storage_mb_per_min")
-    day = first * 1440 if first is not None else None
+        ta, tb = held_mb(first, ticks=True), held_mb(last, ticks=True)
+        ticks_a = (ta or 0.0) - (a or 0.0)
+        ticks_b = (tb or 0.0) - (b or 0.0)
+        hours = max(last["to_min"] - first["to_min"], 1e-9) / 60
+        out.append(
+            {
+                "goal": "sensor ticks (reported, not judged: Dagster deletes skipped ticks "
+                "after a day, the rest after 7 and 30 days, so they level off after a day)",
+                "measured": f"{ticks_a:.1f} → {ticks_b:.1f} MB, "
+                f"{(ticks_b - ticks_a) / hours:.1f} MB an hour",
+                "met": None,
+            }
+        )
+    first_rate = buckets[0].get("storage_mb_per_min")
+    day = first_rate * 1440 if first_rate is not None else None
     out.append(
         {
-            "goal": "written to DAGSTER_HOME per day at the soak's workload ≤ 50 MB "
-            "(the first bucket's growth, before any run was deleted, x 1,440)",
-            "measured": f"{fmt(day, '.0f')} MB a day",
-            "met": None if day is None else day <= 50,
+            "goal": "written to DAGSTER_HOME per day (reported, not judged: hand-overs and "
+            "deletions come every few minutes here; the day's cost at the defaults is "
+            "`bench/storage_kinds.py`'s, in docs/production-dagster.md)",
+            "measured": f"{fmt(day, '.0f')} MB a day (the first bucket's growth x 1,440)",
+            "met": None,
         }
     )
     return out
