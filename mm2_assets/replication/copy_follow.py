@@ -256,7 +256,7 @@ class FollowCopier(Copier):
         self.spec = spec
         self.lease_tail.token = spec.lease
         if added or dropped:
-            self._assign()
+            self._reassign(dropped, started)
         log.info(
             "%s: goes on under layout %d of its writer (%d partitions kept, %d added, %d "
             "read from the progress topic; its part %s)",

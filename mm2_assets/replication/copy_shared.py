@@ -558,6 +558,8 @@ class Copier(ABC):
             batch.downstream[upstream] = msg.offset()
 
     def _assign(self) -> None:
+        """Assign every lane not done at its position (with a new consumer when the old one
+        read a topic since recreated)."""
         if self._stale_consumer:
             # librdkafka may keep the old topic's metadata (its id, its leader epochs, which
             # are higher than the new topic's) and fetch nothing more: start afresh. Closing
@@ -565,8 +567,30 @@ class Copier(ABC):
             close_within(self.consumer, self.spec.transactional_id)
             self.consumer = self._new_consumer()
             self._stale_consumer = False
+        self.consumer.assign(self._assignment_of(self.lanes))
+
+    def _reassign(self, dropped: Sequence[Lane], started: Sequence[Lane]) -> None:
+        """Change the assignment by these lanes only: the `dropped` ones stop, the `started`
+        ones start at their positions, every other partition goes on fetching where it is (a
+        re-layout for one new topic does not restart the fetches of thousands). A consumer
+        to replace is replaced, and everything assigned anew (`_assign`)."""
+        if self._stale_consumer:
+            self._assign()
+            return
+        # Only what is assigned: a lane whose topic was gone before it started never was.
+        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        stop = [TopicPartition(*lane.key) for lane in dropped if lane.key in assigned]
+        if stop:
+            self.consumer.incremental_unassign(stop)
+        assignment = self._assignment_of(started)
+        if assignment:
+            self.consumer.incremental_assign(assignment)
+
+    def _assignment_of(self, lanes: Sequence[Lane]) -> list[TopicPartition]:
+        """The partitions of `lanes` not done, at their positions; a lane with no position
+        yet starts at its partition's log start (a topic gone by then stops the lane)."""
         assignment = []
-        for lane in self.lanes:
+        for lane in lanes:
             if lane.done:
                 continue
             part = lane.range
@@ -589,7 +613,7 @@ class Copier(ABC):
                     lane.result.next_offset = -1
             assignment.append(TopicPartition(part.source_topic, part.partition, lane.position))
             self.new_topics.assigned(lane.key, lane.position, time.monotonic())
-        self.consumer.assign(assignment)
+        return assignment
 
     def _finish(self, lane: Lane) -> None:
         """A pass's partition reached its end offset: stop fetching it."""
