@@ -368,6 +368,7 @@ def _list_offsets(
             time.sleep(min(0.05 * 2**attempt, 1.0))
         attempt += 1
         for topic in sorted({tp.topic for tp in stale}):
-            admin.list_topics(topic, timeout=timeout)
+            # Named like every failure here: the cluster may be going away meanwhile.
+            list_topics(admin, cluster=cluster, topic=topic, timeout=timeout)
         wanted = stale
     return out

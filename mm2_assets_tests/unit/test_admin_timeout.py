@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import socket
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from mm2_assets.kafka.admin import (
     ADMIN_TIMEOUT_S,
@@ -60,3 +62,31 @@ def test_a_cluster_that_does_not_answer_fails_within_the_admin_timeout(
         else:
             end_offsets(admin, [("t", 0)], cluster="backup")
     assert time.monotonic() - started < 5.0
+
+
+class _LeaderMovingThenGone:
+    """An admin client whose ListOffsets answers "not leader" (metadata to refresh) and
+    whose cluster then goes away while the metadata is refreshed."""
+
+    def list_offsets(self, wanted: dict, **_: object) -> dict:
+        answers = {}
+        for tp in wanted:
+            answer: Future = Future()
+            answer.set_exception(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)))
+            answers[tp] = answer
+        return answers
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure"))
+
+
+def test_a_cluster_going_away_while_offsets_are_asked_again_is_named() -> None:
+    """Seen in the suite: the source broker stopped mid-pass while a ListOffsets answer asked
+    for fresher metadata; the refresh's bare transport error named no cluster."""
+    with pytest.raises(KafkaAdminError, match="'primary'"):
+        end_offsets(
+            _LeaderMovingThenGone(),  # type: ignore[arg-type]
+            [("orders", 0)],
+            cluster="primary",
+            timeout=5,
+        )
