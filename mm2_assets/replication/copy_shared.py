@@ -879,8 +879,8 @@ class Copier(ABC):
 
     def _watch_new_topics(self) -> None:
         """Replace the consumer when a lane that moved to a recreated topic heard nothing
-        for a while though the source holds records past its position (`new_topic_watch`);
-        fail the attempt when new consumers did not help either."""
+        for a while though the source holds records past its position, or its consumer
+        cannot say (`new_topic_watch`); fail the attempt when new consumers did not help."""
         now = time.monotonic()
         renew: list[str] = []
         for key in self.new_topics.watched():
@@ -890,22 +890,24 @@ class Copier(ABC):
                 continue
             try:
                 # Short: a healthy source answers in milliseconds, and a transaction may be
-                # open. No answer tells nothing: asked again later.
+                # open. A consumer that cannot even ask is as stuck as one that asks and does
+                # not fetch (its metadata of the topic may be what is wrong).
                 _, high = self.consumer.get_watermark_offsets(
                     TopicPartition(*key), timeout=2, cached=False
                 )
-            except KafkaException:
-                high = -1
-            if high <= position:
+                end = f"the log ends at {high}"
+            except KafkaException as exc:
+                high, end = None, f"its consumer cannot tell where the log ends: {exc}"
+            if high is not None and high <= position:
                 self.new_topics.idle(key, now)
                 continue
             where = f"{key[0]}-{key[1]}"
             if not self.new_topics.stuck(key):
                 raise CopyError(
                     f"{self.spec.describe()}: {where}: nothing fetched of the recreated topic "
-                    f"with {RENEWALS} new consumers, though its log holds offsets up to {high}"
+                    f"at {position} with {RENEWALS} new consumers ({end})"
                 )
-            renew.append(f"{where} (at {position}, the log ends at {high})")
+            renew.append(f"{where} (at {position}, {end})")
         if renew:
             log.warning(
                 "%s: nothing fetched of the recreated topic for a while though records wait: "

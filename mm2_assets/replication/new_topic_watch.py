@@ -1,13 +1,13 @@
 """Watching lanes that just moved to a recreated topic until their consumer fetches from it.
 
 A source topic deleted and recreated at once under a running copy moves its lanes to the new
-topic's start, with a fresh consumer (`Copier._assign`). Under load, about one time in three
-in the full test suite, that consumer fetched nothing of the new topic for minutes when the
+topic's start, with a fresh consumer (`Copier._assign`). Under load, in most full runs of
+the test suite, that consumer fetched nothing of the new topic for minutes when the
 follower's re-layout came within seconds of the recreation (issue 47): no record, no end of
-partition, no error, while the source's log grew. librdkafka's cause was not found. So a lane
-that moved is watched for `WATCH_S`: when its consumer has told it nothing for `QUIET_S`
-while the source holds records past its position, the consumer is replaced; after
-`RENEWALS` replacements the attempt fails and starts over with new clients.
+partition, no error, while the source's log grew; librdkafka's cause was not found. So a
+lane that moved is watched for `WATCH_S`: when its consumer has told it nothing for `QUIET_S` while the source holds records past its position (or the consumer
+cannot even say where the log ends), the consumer is replaced; after `RENEWALS` replacements
+the attempt fails and starts over with new clients.
 
 Pure bookkeeping (`NewTopicWatches`); the copy loop asks the source's high watermark and
 replaces the consumer.
