@@ -5,9 +5,10 @@ topic's start, with a fresh consumer (`Copier._assign`). Under load, in most ful
 the test suite, that consumer fetched nothing of the new topic for minutes when the
 follower's re-layout came within seconds of the recreation (issue 47): no record, no end of
 partition, no error, while the source's log grew; librdkafka's cause was not found. So a
-lane that moved is watched for `WATCH_S`: when its consumer has told it nothing for `QUIET_S` while the source holds records past its position (or the consumer
-cannot even say where the log ends), the consumer is replaced; after `RENEWALS` replacements
-the attempt fails and starts over with new clients.
+lane that moved is watched for `WATCH_S`: when its consumer has told it nothing for
+`QUIET_S` while the source holds records past its position (or the consumer cannot even say
+where the log ends), the consumer is replaced; after `RENEWALS` replacements the attempt
+fails and starts over with new clients.
 
 Pure bookkeeping (`NewTopicWatches`); the copy loop asks the source's high watermark and
 replaces the consumer.
