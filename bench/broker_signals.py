@@ -112,12 +112,14 @@ def log_dir_counters(data_dir: Path) -> dict[str, float]:
     the offset the log cleaner has cleaned up to (`cleaner-offset-checkpoint`), which grows by
     the records each cleaning went over."""
     size = 0
-    for path in data_dir.rglob("*"):
-        try:
-            if path.is_file():
-                size += path.stat().st_size
-        except OSError:  # a segment deleted while walking
-            continue
+    # os.walk skips a directory deleted while walking (a topic deleted, a partition's
+    # `-delete` folder removed), where Path.rglob raises and ended a soak mid-run.
+    for folder, _, files in os.walk(data_dir):
+        for name in files:
+            try:
+                size += os.stat(os.path.join(folder, name)).st_size
+            except OSError:  # a segment deleted while walking
+                continue
     cleaned = 0
     try:
         lines = (data_dir / "cleaner-offset-checkpoint").read_text().splitlines()

@@ -3,6 +3,8 @@ bucket, read from the files a broker writes."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -94,3 +96,26 @@ def test_gc_logging_sets_the_brokers_option_only_inside(
     with signals.gc_logging(tmp_path):
         assert signals.os.environ[name] == f"-Xlog:gc:file={tmp_path}/gc-%p.log:time"
     assert name not in signals.os.environ
+
+
+def test_log_dir_counters_go_on_when_a_folder_goes_away_while_walking(
+    signals: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic deleted mid-soak removes its partitions' `-delete` folders while the sampler
+    walks the log dir: the walk skips them (it ended a 60-minute soak after 20 minutes)."""
+    data = tmp_path / "data"
+    (data / "kept-0").mkdir(parents=True)
+    (data / "kept-0" / "00.log").write_bytes(b"x" * 1000)
+    doomed = data / "gone-0.abc-delete"
+    doomed.mkdir()
+    (doomed / "00.log").write_bytes(b"y" * 500)
+    real_scandir = os.scandir
+
+    def scandir_racing_a_deletion(path: object = ".") -> object:
+        if isinstance(path, str | os.PathLike) and Path(path) == doomed:
+            # Listed by the parent, deleted before it is entered.
+            shutil.rmtree(doomed)
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir_racing_a_deletion)
+    assert signals.log_dir_counters(data) == {"log_dir_mb": 0.001, "cleaned_offsets": 0}
