@@ -94,7 +94,8 @@ from mm2_assets.defs.run_requests import (
     run_tags,
     work_history,
 )
-from mm2_assets.defs.run_retention import delete_expired_runs, retention_alerts
+from mm2_assets.defs.run_retention import delete_expired_runs
+from mm2_assets.mm2.alert_policy import retention_alerts
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.replication.replication_state import LagSnapshot
 

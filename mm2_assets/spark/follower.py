@@ -45,11 +45,11 @@ from mm2_assets.kafka.admin import TopicInfo, admin_timeout_s, end_offsets, flow
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.topic_listing import list_replicated_set
+from mm2_assets.mm2.alert_policy import WorkIncidents
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
-from mm2_assets.mm2.work_incidents import WorkIncidents
 from mm2_assets.replication.copy_follow import slot_partitions
 from mm2_assets.replication.heartbeats import HeartbeatEmission, emit_heartbeat
 from mm2_assets.replication.replication_plan import (
@@ -190,8 +190,8 @@ class FollowerReporter:
         """Interval work failed (the follower goes on and retries on the next interval)."""
 
     def alerts(self, alerts: list[Alert]) -> None:
-        """Interval work failing for long, or working again (`mm2.work_incidents`): the host
-        sends them to the flow's sink."""
+        """Interval work failing for long, or working again (`mm2.alert_policy.WorkIncidents`):
+        the host sends them to the flow's sink."""
 
     def waiting(self, message: str) -> None:
         """Another writer holds the flow; the follower waits for it (`message` names it)."""

@@ -6,7 +6,7 @@ import itertools
 import threading
 import time
 
-from mm2_assets.mm2.work_incidents import WorkIncidents
+from mm2_assets.mm2.alert_policy import WorkIncidents
 from mm2_assets.spark.interval_work import IntervalWork, Work
 
 

@@ -7,12 +7,10 @@ from pathlib import Path
 from mm2_assets.defs.cursors import write_cursor
 from mm2_assets.defs.health.watch import (
     STALL_PARTITIONS_KEPT,
-    cluster_alerts,
     progress_digest,
-    stall_alerts,
     stalled_partitions,
-    unavailable_alerts,
 )
+from mm2_assets.mm2.alert_policy import cluster_alerts, stall_alerts, unavailable_alerts
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.replication.replication_state import LagSnapshot, PartitionState
 from mm2_assets_tests.kafka_helpers import mm2_properties
