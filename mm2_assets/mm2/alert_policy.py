@@ -38,21 +38,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mm2_assets.mm2.alerting import Alert, Severity
+from mm2_assets.mm2.alerting import Alert, AlertKind, Severity
 from mm2_assets.mm2.config import FlowConfig
-
-__all__ = [
-    "CheckVerdict",
-    "WorkIncidents",
-    "check_alerts",
-    "cluster_alerts",
-    "freshness_alerts",
-    "listener_alerts",
-    "retention_alerts",
-    "stall_alerts",
-    "transition_alerts",
-    "unavailable_alerts",
-]
 
 
 def transition_alerts(
@@ -65,6 +52,27 @@ def transition_alerts(
     if was_failing and not failing:
         return [end()]
     return []
+
+
+def _flow_incident(
+    flow: FlowConfig,
+    failing: bool,
+    was_failing: bool,
+    *,
+    opens: AlertKind,
+    opened: str,
+    closes: AlertKind,
+    closed: str,
+    severity: Severity = "error",
+) -> list[Alert]:
+    """The alert of a change of an incident about the flow as a whole (subject ""): `opens`
+    saying `opened` when it begins, `closes` saying `closed` when it is over."""
+    return transition_alerts(
+        failing,
+        was_failing,
+        lambda: Alert(flow=flow.name, kind=opens, severity=severity, message=opened, subject=""),
+        lambda: Alert(flow=flow.name, kind=closes, severity="info", message=closed, subject=""),
+    )
 
 
 # --- the driver's watch (`defs/health/watch.py`), each tick ---
@@ -129,22 +137,14 @@ def stall_alerts(flow: FlowConfig, stalled: Sequence[str], was_stalled: bool) ->
 
 def unavailable_alerts(flow: FlowConfig, error: str | None, was: bool) -> list[Alert]:
     """The alert when the checks cannot be evaluated (`error`), or can be again."""
-    return transition_alerts(
+    return _flow_incident(
+        flow,
         error is not None,
         was,
-        lambda: Alert(
-            flow=flow.name,
-            kind="checks_unavailable",
-            message=f"flow {flow.name}: the health checks cannot be evaluated: {error}",
-            subject="",
-        ),
-        lambda: Alert(
-            flow=flow.name,
-            kind="checks_available",
-            severity="info",
-            message=f"flow {flow.name}: the health checks are evaluated again",
-            subject="",
-        ),
+        opens="checks_unavailable",
+        opened=f"flow {flow.name}: the health checks cannot be evaluated: {error}",
+        closes="checks_available",
+        closed=f"flow {flow.name}: the health checks are evaluated again",
     )
 
 
@@ -247,24 +247,16 @@ def check_alerts(
 def retention_alerts(flow: FlowConfig, error: str | None, was_failing: bool) -> list[Alert]:
     """The `retention_failed` incident's alerts: Dagster's storage that keeps growing needs a
     hand, so deletion failing (`error`) opens it and a tick that deletes again closes it."""
-    return transition_alerts(
+    return _flow_incident(
+        flow,
         error is not None,
         was_failing,
-        lambda: Alert(
-            flow=flow.name,
-            kind="retention_failed",
-            severity="warning",
-            message=f"flow {flow.name}: deleting runs past their retention failed, "
-            f"so Dagster's storage grows: {error}",
-            subject="",
-        ),
-        lambda: Alert(
-            flow=flow.name,
-            kind="retention_recovered",
-            severity="info",
-            message=f"flow {flow.name}: runs past their retention are deleted again",
-            subject="",
-        ),
+        opens="retention_failed",
+        opened=f"flow {flow.name}: deleting runs past their retention failed, "
+        f"so Dagster's storage grows: {error}",
+        closes="retention_recovered",
+        closed=f"flow {flow.name}: runs past their retention are deleted again",
+        severity="warning",
     )
 
 

@@ -19,15 +19,6 @@ from dataclasses import dataclass
 
 from mm2_assets.mm2.config import FlowConfig
 
-__all__ = [
-    "CHECKPOINTS",
-    "HEARTBEATS",
-    "SYNCED_GROUP_OFFSETS",
-    "TOPIC_CONFIGS",
-    "Interval",
-    "interval_schedule",
-]
-
 HEARTBEATS = "heartbeats"
 CHECKPOINTS = "checkpoints"
 SYNCED_GROUP_OFFSETS = "synced_group_offsets"
