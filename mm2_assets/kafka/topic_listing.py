@@ -23,7 +23,9 @@ def list_replicated_set(
     default the flow's admin timeout, for the cluster to answer) and one DescribeTopics call.
     `with_ids=False` skips the DescribeTopics call (every `topic_id` None), for a caller that
     describes the topics itself."""
-    admin = admin or flow_admin(flow, "source")
+    # Not `admin or ...`: an AdminClient has a `len` (its queue's), so it is falsy while idle,
+    # and every call opened a client of its own instead of using the caller's.
+    admin = admin if admin is not None else flow_admin(flow, "source")
     source = list_topics(admin, cluster=flow.source.alias, timeout=timeout)
     remotes = flow.remote_topics(source)
     ids = topic_ids(admin, remotes, cluster=flow.source.alias) if with_ids else {}
