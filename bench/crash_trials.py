@@ -57,7 +57,7 @@ from procstat import busy_processes, tree_pids
 from result_files import append_history, git_commit, history_record, write_report
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
-from mm2_assets.kafka.admin import admin_client, open_transactions
+from mm2_assets.kafka.admin import admin_client
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.spark.session import PYTHON_DAEMON_MODULE
@@ -67,6 +67,7 @@ from mm2_assets_tests.kafka_helpers import (
     Rec,
     create_topic,
     mm2_properties,
+    open_transactions,
     produce,
     recent_ms,
     tricky_records,

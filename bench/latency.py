@@ -96,9 +96,9 @@ from result_files import write_results
 
 from bench import produce_workload, raw_follow_worker, warm_up
 from mm2_assets.kafka.admin import admin_client
-from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.local.launcher import free_port_pairs
 from mm2_assets.local.runtime import KAFKA_VERSION
+from mm2_assets_tests.kafka_helpers import open_transactions as kafka_open_transactions
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -95,9 +95,10 @@ from procstat import TreeCpu
 from result_files import write_results
 
 from bench import raw_pattern_worker, warm_up
-from mm2_assets.kafka.admin import admin_client, open_transactions
+from mm2_assets.kafka.admin import admin_client
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
+from mm2_assets_tests.kafka_helpers import open_transactions
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

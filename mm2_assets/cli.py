@@ -151,7 +151,7 @@ def _config_reference(args: argparse.Namespace) -> int:
 
 
 def _replicate(args: argparse.Namespace) -> int:
-    from mm2_assets.replicate_once import PassRunFailed, replicate
+    from mm2_assets.commands.replicate import PassRunFailed, replicate
 
     try:
         replicate(_config_path(args))
@@ -163,20 +163,20 @@ def _replicate(args: argparse.Namespace) -> int:
 
 
 def _follow(args: argparse.Namespace) -> int:
-    from mm2_assets.follow_command import follow
+    from mm2_assets.commands.follow import follow
 
     return follow(_config_path(args))
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from mm2_assets.validate_command import run_validate
+    from mm2_assets.commands.validate import run_validate
 
     # The file is resolved inside: an empty --config is a finding (exit 1), like any other.
     return run_validate(args.config, as_json=args.json)
 
 
 def _health(args: argparse.Namespace) -> int:
-    from mm2_assets.health_command import run_health
+    from mm2_assets.commands.health import run_health
 
     return run_health(_config_path(args), as_json=args.json)
 

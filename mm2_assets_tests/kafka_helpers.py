@@ -22,6 +22,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mm2_assets.kafka.admin import end_offsets
 from mm2_assets.local.launcher import (
     LocalCluster,
     kafka_jvm_options,
@@ -342,3 +343,15 @@ class Pair:
     def close(self) -> None:
         for cluster in self.clusters.values():
             stop_cluster(cluster)
+
+
+def open_transactions(
+    admin: AdminClient, partitions: Iterable[tuple[str, int]], *, cluster: str
+) -> list[tuple[str, int]]:
+    """The partitions whose last stable offset trails their high watermark: a transaction is
+    still open there, and read_committed consumers wait for it (tests, and the crash-trial,
+    latency and many-topics benchmarks, check that none is left; the product never asks)."""
+    wanted = list(partitions)
+    committed = end_offsets(admin, wanted, cluster=cluster)
+    written = end_offsets(admin, wanted, cluster=cluster, committed_only=False)
+    return sorted(tp for tp in wanted if committed[tp] != written[tp])

@@ -1,6 +1,7 @@
 """What we need from Dagster that it has no public API for, kept in this one module.
 
-Everything else in the project (product, tests, benchmarks) uses Dagster's public API only;
+Everything else in the project (product, tests, benchmarks) uses Dagster's public API only
+(but for the tests' own few calls, in `mm2_assets_tests/dagster_internals.py`);
 `mm2_assets_tests/unit/test_public_dagster_api.py` keeps it so, and
 `mm2_assets_tests/unit/test_dagster_compat.py` exercises every function here against the
 installed Dagster, so a release that changes one of these calls fails the suite rather than a
@@ -113,23 +114,6 @@ def ensure_pool_limit(instance: dg.DagsterInstance, pool: str, limit: int) -> bo
     return True
 
 
-def claim_pool_slot(instance: dg.DagsterInstance, pool: str, run_id: str, step: str) -> bool:
-    """Claim a slot of `pool` for `step` of `run_id`, as a run's step does when it starts;
-    whether it got one. (Lets a test stand in for a follower holding the flow's pool.)"""
-    ensure_pool_limit(instance, pool, 1)
-    return bool(instance.event_log_storage.claim_concurrency_slot(pool, run_id, step).is_claimed)
-
-
-def latest_check_passed(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> bool | None:
-    """Whether the latest stored execution of the asset check `key` passed (None: none yet,
-    or it is only planned: a run that selected the check and has not evaluated it)."""
-    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
-    evaluation = history[0].evaluation if history else None
-    if not isinstance(evaluation, dg.AssetCheckEvaluation):
-        return None
-    return bool(evaluation.passed)
-
-
 def step_error_text(event: dg.DagsterEvent, limit: int) -> str:
     """The user-facing error of a step-failure event, `Class: message`, at most `limit` chars.
 
@@ -147,25 +131,6 @@ def step_error_text(event: dg.DagsterEvent, limit: int) -> str:
     if not message.startswith(error.cls_name):
         message = f"{error.cls_name}: {message}"
     return message[:limit]
-
-
-def planned_partitions(instance: dg.DagsterInstance, run_id: str) -> list[list[str]]:
-    """The partition keys each materialization-planned event of `run_id` covers, sorted: one
-    list per event (one key each without `PLANNED_EVENTS_ENV`, the run's keys in one event with it).
-    The planned subset is not public; this is how a test sees that the switch still works."""
-    records = instance.get_records_for_run(
-        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
-    ).records
-    planned: list[list[str]] = []
-    for record in records:
-        event = record.event_log_entry.dagster_event
-        data = event.event_specific_data if event is not None else None
-        subset = getattr(data, "partitions_subset", None)
-        if subset is not None:
-            planned.append(sorted(subset.get_partition_keys()))
-        else:
-            planned.append([event.partition] if event is not None and event.partition else [])
-    return sorted(planned)
 
 
 def drop_logged_events(context: dg.OpExecutionContext) -> None:

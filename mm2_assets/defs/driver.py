@@ -15,11 +15,11 @@ Every `mm2assets.driver.interval.seconds` (default 30) it:
    source end offsets past their committed progress, requests ONE run over them (a partition
    range, so one Spark job serves every lagging topic) — unless a replication run of this flow
    is still queued or running;
-2. requests the interval-driven work that is due, MM2's schedules rounded up to the driver
-   tick: `heartbeats` (`emit.heartbeats.interval.seconds`), `checkpoints`
-   (`emit.checkpoints.interval.seconds`) and `synced_group_offsets`
-   (`sync.group.offsets.interval.seconds`) together in one small run, and `topic_configs`
-   over every topic partition (`sync.topic.configs.interval.seconds`).
+2. requests the interval-driven work that is due, MM2's schedules (`mm2/interval_schedule.py`,
+   which a follower keeps too) rounded up to the driver tick: `heartbeats`
+   (`emit.heartbeats.interval.seconds`), `checkpoints` (`emit.checkpoints.interval.seconds`)
+   and `synced_group_offsets` (`sync.group.offsets.interval.seconds`) together in one small
+   run, and `topic_configs` over every topic partition (`sync.topic.configs.interval.seconds`).
 
 3. deletes the flow's ended runs past `mm2assets.runs.retention.seconds`, with their events
    and compute logs (`defs.run_retention`, at most 20 a tick); when that fails (the storage
@@ -94,8 +94,16 @@ from mm2_assets.defs.run_requests import (
     run_tags,
     work_history,
 )
-from mm2_assets.defs.run_retention import delete_expired_runs, retention_alerts
+from mm2_assets.defs.run_retention import delete_expired_runs
+from mm2_assets.mm2.alert_policy import retention_alerts
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.interval_schedule import (
+    CHECKPOINTS,
+    HEARTBEATS,
+    SYNCED_GROUP_OFFSETS,
+    TOPIC_CONFIGS,
+    interval_schedule,
+)
 from mm2_assets.replication.replication_state import LagSnapshot
 
 
@@ -282,12 +290,12 @@ class DriverTick:
             self.run_requests.append(control_request(self.flow, keys, "interval"))
             for name, _ in due_control:
                 self.last[name] = self.now
-        configs_every = max(self.flow.sync_topic_configs_interval_seconds, plan.tick)
+        configs_every = max(interval_schedule(self.flow)[TOPIC_CONFIGS].seconds, plan.tick)
         if (
             not plan.batch
             or plan.topic_configs is None
             or plan.partitions is None
-            or not self.due("topic_configs", configs_every)
+            or not self.due(TOPIC_CONFIGS, configs_every)
         ):
             return
         hold = self.held(WORK_TOPIC_CONFIGS)
@@ -304,7 +312,7 @@ class DriverTick:
         )
         if request is not None:
             self.run_requests.append(request)
-        self.last["topic_configs"] = self.now
+        self.last[TOPIC_CONFIGS] = self.now
 
 
 def _control(
@@ -314,26 +322,16 @@ def _control(
     checkpoints: dg.AssetKey | None,
     synced_group_offsets: dg.AssetKey | None,
 ) -> tuple[tuple[str, dg.AssetKey | None, bool, int], ...]:
-    """The batch driver's small interval-driven assets, MM2's periods rounded up to its tick."""
-    return (
-        (
-            "heartbeats",
-            heartbeats,
-            flow.emit_heartbeats_enabled,
-            max(flow.emit_heartbeats_interval_seconds, tick),
-        ),
-        (
-            "checkpoints",
-            checkpoints,
-            flow.emit_checkpoints_enabled,
-            max(flow.emit_checkpoints_interval_seconds, tick),
-        ),
-        (
-            "synced_group_offsets",
-            synced_group_offsets,
-            flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
-            max(flow.sync_group_offsets_interval_seconds, tick),
-        ),
+    """The batch driver's small interval-driven assets, MM2's periods (`interval_schedule`)
+    rounded up to its tick."""
+    schedule = interval_schedule(flow)
+    return tuple(
+        (name, key, schedule[name].enabled, max(schedule[name].seconds, tick))
+        for name, key in (
+            (HEARTBEATS, heartbeats),
+            (CHECKPOINTS, checkpoints),
+            (SYNCED_GROUP_OFFSETS, synced_group_offsets),
+        )
     )
 
 

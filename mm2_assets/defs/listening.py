@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from mm2_assets.defs.alerts.sinks import listener_alerts, send_alerts
+from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S
 from mm2_assets.kafka.topic_listing import list_replicated_set
+from mm2_assets.mm2.alert_policy import listener_alerts
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.listeners import GroupSetChange, notify_listener
 from mm2_assets.mm2.plugins import call_with_timeout

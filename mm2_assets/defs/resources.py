@@ -97,7 +97,3 @@ class SparkResource(LazyPySparkResource):
 
             spark = self.for_copy()
             self._spark_session = spark if is_spark_connect(spark) else SparkSession(spark)
-
-    def started_session(self) -> Any | None:
-        """The session or context started through this resource, else None (none starts)."""
-        return self._spark_session if self._spark_session is not None else self._for_copy

@@ -1,8 +1,11 @@
 """Every run our sensors request is built here: run tags, the "is this work already running"
-check, partition-range requests over a flow's topic partitions and the small control runs.
+check, partition-range requests over a flow's topic partitions, the small control runs and
+the follower's runs.
 
-The replication driver decides what is due; the KIP-918 listeners request runs for topics and
-groups that just appeared."""
+The replication driver decides what is due (and, for the follower, `defs/replication/
+follower.py` whether to start, restart or hand over); the KIP-918 listeners request runs for
+topics and groups that just appeared. `unit/test_layers.py` checks that no other module of the
+package builds a `RunRequest`."""
 
 # No `from __future__ import annotations`: modules here define Dagster sensors.
 
@@ -176,3 +179,9 @@ def control_request(flow: FlowConfig, assets: Sequence[dg.AssetKey], trigger: st
         asset_check_keys=[],
         tags=run_tags(flow, WORK_CONTROL, trigger),
     )
+
+
+def follower_run_request(flow: FlowConfig, job_name: str, trigger: str) -> dg.RunRequest:
+    """One run of `flow`'s follower job `job_name`, tagged as `follow` work of `flow`
+    (`trigger`: `start`, `restart` or `hand-over`)."""
+    return dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger))

@@ -18,7 +18,6 @@ import dagster as dg
 
 from mm2_assets.defs.dagster_compat import remove_run_event_database
 from mm2_assets.defs.run_requests import FLOW_TAG
-from mm2_assets.mm2.alerting import Alert, transition_alerts
 from mm2_assets.mm2.config import FlowConfig
 
 DELETED_PER_TICK = 20
@@ -50,27 +49,3 @@ def delete_expired_runs(
         remove_run_event_database(instance, run_id)
         deleted.append(run_id)
     return deleted
-
-
-def retention_alerts(flow: FlowConfig, error: str | None, was_failing: bool) -> list[Alert]:
-    """The `retention_failed` incident's alerts: Dagster's storage that keeps growing needs a
-    hand, so deletion failing (`error`) opens it and a tick that deletes again closes it."""
-    return transition_alerts(
-        error is not None,
-        was_failing,
-        lambda: Alert(
-            flow=flow.name,
-            kind="retention_failed",
-            severity="warning",
-            message=f"flow {flow.name}: deleting runs past their retention failed, "
-            f"so Dagster's storage grows: {error}",
-            subject="",
-        ),
-        lambda: Alert(
-            flow=flow.name,
-            kind="retention_recovered",
-            severity="info",
-            message=f"flow {flow.name}: runs past their retention are deleted again",
-            subject="",
-        ),
-    )

@@ -279,18 +279,6 @@ def end_offsets(
     )
 
 
-def open_transactions(
-    admin: AdminClient, partitions: Iterable[tuple[str, int]], *, cluster: str
-) -> list[tuple[str, int]]:
-    """The partitions whose last stable offset trails their high watermark: a transaction is
-    still open there, and read_committed consumers wait for it (the crash-trial and latency
-    benchmarks check that none is left)."""
-    wanted = list(partitions)
-    committed = end_offsets(admin, wanted, cluster=cluster)
-    written = end_offsets(admin, wanted, cluster=cluster, committed_only=False)
-    return sorted(tp for tp in wanted if committed[tp] != written[tp])
-
-
 def start_offsets(
     admin: AdminClient, partitions: Iterable[tuple[str, int]], *, cluster: str
 ) -> dict[tuple[str, int], int]:

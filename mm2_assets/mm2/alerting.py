@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,7 +27,6 @@ __all__ = [
     "IncidentEvent",
     "Severity",
     "incident_of",
-    "transition_alerts",
 ]
 
 # Every alert setting lives under this prefix; sinks are configured with these keys only.
@@ -156,18 +155,6 @@ def incident_of(alert: Alert) -> tuple[str, IncidentEvent] | None:
     if alert.kind in CLOSES.values():
         return f"{alert.kind}:{alert.subject}", "open"
     return None
-
-
-def transition_alerts(
-    failing: bool, was_failing: bool, start: Callable[[], Alert], end: Callable[[], Alert]
-) -> list[Alert]:
-    """The alert of an incident's state change: `start()` when it begins failing, `end()`
-    when it stops, nothing while it stays as it was."""
-    if failing and not was_failing:
-        return [start()]
-    if was_failing and not failing:
-        return [end()]
-    return []
 
 
 class AlertDeliveryError(RuntimeError):

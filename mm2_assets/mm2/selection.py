@@ -2,7 +2,7 @@
 
 Sources (Apache Kafka 4.3.1): `MirrorSourceConnector.shouldReplicateTopic` / `isCycle`,
 `MirrorCheckpointConnector.findConsumerGroups`, `MirrorCheckpointTask.shouldCheckpointTopic`,
-and `MirrorClient.countHopsForTopic` / `allSources` / `isRemoteTopic` for lineage.
+and `MirrorClient.countHopsForTopic` / `allSources` for lineage.
 """
 
 from __future__ import annotations
@@ -121,11 +121,6 @@ def should_checkpoint_group(
     if not group_filter.should_replicate_group(group):
         return False
     return any(topic_filter.should_replicate_topic(topic) for topic in committed_topics)
-
-
-def is_remote_topic(topic: str, *, policy: ReplicationPolicy) -> bool:
-    """Whether `topic` is a replicated (remote) topic. Java: `MirrorClient.isRemoteTopic`."""
-    return not policy.is_internal_topic(topic) and policy.topic_source(topic) is not None
 
 
 def count_hops(topic: str, source_cluster_alias: str, *, policy: ReplicationPolicy) -> int:

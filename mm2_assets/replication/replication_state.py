@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2_assets.kafka.admin import end_offsets, flow_admin, list_topics, start_offsets, topic_ids
+from mm2_assets.kafka.admin import end_offsets, flow_admin, start_offsets, topic_ids
 from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.closing import close_within
+from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.progress import Progress, is_other_incarnation
 from mm2_assets.replication.mm2_adoption import adopt_mm2_positions
@@ -190,11 +191,12 @@ def measure_lag(flow: FlowConfig) -> LagSnapshot:
     in this process, and batched ListOffsets: cheap enough for every sensor tick.
     """
     admin = flow_admin(flow, "source")
-    source_topics = list_topics(admin, cluster=flow.source.alias)
-    remote = flow.remote_topics(source_topics)
-    if not remote:
+    # The listener's own listing; `partition_states` describes the topics (their ids) itself.
+    listed = list_replicated_set(flow, admin, with_ids=False)
+    if not listed:
         return LagSnapshot(remote_topics={}, states=[])
-    counts = {t: source_topics[t].partitions for t in remote}
+    remote = {t: topic.remote for t, topic in listed.items()}
+    counts = {t: topic.partitions for t, topic in listed.items()}
     # Tailed across the process's measurements: a tick reads what was committed since.
     progress = tailed_flow_progress(flow)
     states = partition_states(flow, counts, source_admin=admin, progress=progress)

@@ -45,11 +45,18 @@ from mm2_assets.kafka.admin import TopicInfo, admin_timeout_s, end_offsets, flow
 from mm2_assets.kafka.clients import idempotent_producer
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.kafka.topic_listing import list_replicated_set
+from mm2_assets.mm2.alert_policy import WorkIncidents
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.backoff import restart_delay
 from mm2_assets.mm2.config import FlowConfig, Side
+from mm2_assets.mm2.interval_schedule import (
+    CHECKPOINTS,
+    HEARTBEATS,
+    SYNCED_GROUP_OFFSETS,
+    TOPIC_CONFIGS,
+    interval_schedule,
+)
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
-from mm2_assets.mm2.work_incidents import WorkIncidents
 from mm2_assets.replication.copy_follow import slot_partitions
 from mm2_assets.replication.heartbeats import HeartbeatEmission, emit_heartbeat
 from mm2_assets.replication.replication_plan import (
@@ -190,8 +197,8 @@ class FollowerReporter:
         """Interval work failed (the follower goes on and retries on the next interval)."""
 
     def alerts(self, alerts: list[Alert]) -> None:
-        """Interval work failing for long, or working again (`mm2.work_incidents`): the host
-        sends them to the flow's sink."""
+        """Interval work failing for long, or working again (`mm2.alert_policy.WorkIncidents`):
+        the host sends them to the flow's sink."""
 
     def waiting(self, message: str) -> None:
         """Another writer holds the flow; the follower waits for it (`message` names it)."""
@@ -451,18 +458,18 @@ class Follower:
         on_loop: Callable[[], None] | None,
     ) -> None:
         flow = self.flow
+        every = interval_schedule(flow)
+        heartbeats, checkpoints = every[HEARTBEATS], every[CHECKPOINTS]
+        group_offsets, topic_configs = every[SYNCED_GROUP_OFFSETS], every[TOPIC_CONFIGS]
         interval_work = IntervalWork(
             [
-                Work("heartbeats", flow.emit_heartbeats_enabled,
-                     flow.emit_heartbeats_interval_seconds, self._heartbeat),
-                Work("checkpoints", replicates and flow.emit_checkpoints_enabled,
-                     flow.emit_checkpoints_interval_seconds, self._checkpoints),
-                Work("group offset sync",
-                     replicates and flow.sync_group_offsets_enabled
-                     and flow.emit_checkpoints_enabled,
-                     flow.sync_group_offsets_interval_seconds, self._group_offsets),
-                Work("topic config sync", replicates, flow.sync_topic_configs_interval_seconds,
-                     self._topic_configs),
+                Work("heartbeats", heartbeats.enabled, heartbeats.seconds, self._heartbeat),
+                Work("checkpoints", replicates and checkpoints.enabled, checkpoints.seconds,
+                     self._checkpoints),
+                Work("group offset sync", replicates and group_offsets.enabled,
+                     group_offsets.seconds, self._group_offsets),
+                Work("topic config sync", replicates and topic_configs.enabled,
+                     topic_configs.seconds, self._topic_configs),
                 Work("progress tail", replicates, PROGRESS_TAIL_PERIOD_S, self._progress_tail),
             ],
             self.reporter.problem,

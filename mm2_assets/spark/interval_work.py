@@ -1,12 +1,13 @@
 """A follower's interval work (heartbeats, checkpoints, KIP-545 sync, config sync), each piece
 on a thread of its own, beside the loop that watches the copy job.
 
-Each piece runs on its own MM2 interval, as MM2 runs each in a connector of its own: a slow
-one (a checkpoint pass over a large offset-syncs topic) delays only its own next run, never the
-heartbeats, the copy job's watch or the follower's reports. What the work has to report is
+Each piece runs on its own MM2 interval (`mm2/interval_schedule.py`, the schedule the batch
+driver keeps too), as MM2 runs each in a connector of its own: a slow one (a checkpoint pass
+over a large offset-syncs topic) delays only its own next run, never the heartbeats, the copy
+job's watch or the follower's reports. What the work has to report is
 handed to the follower's thread through `drain`, so the host's reporter (Dagster's run
 context) is only called from one thread. A piece failing for long enough, and its recovery, are
-alerts (`mm2.work_incidents`), handed over the same way.
+alerts (`mm2.alert_policy.WorkIncidents`), handed over the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mm2_assets.mm2.alert_policy import WorkIncidents
 from mm2_assets.mm2.alerting import Alert
-from mm2_assets.mm2.work_incidents import WorkIncidents
 
 Report = Callable[[], None]
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.definitions import build_definitions
-from mm2_assets.kafka.admin import admin_client, open_transactions
+from mm2_assets.kafka.admin import admin_client
 from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets.stores.topic_reader import read_to_end
 from mm2_assets_tests.integration.test_checkpoints import (
@@ -41,6 +41,7 @@ from mm2_assets_tests.kafka_helpers import (
     consume_all,
     create_filled_topic,
     mm2_properties,
+    open_transactions,
     produce,
     read_heartbeats,
     recent_ms,

@@ -16,9 +16,7 @@ import dagster as dg
 import pytest
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.dagster_compat import latest_check_passed
 from mm2_assets.kafka.admin import admin_client
-from mm2_assets.kafka.admin import open_transactions as kafka_open_transactions
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.replication.replication_plan import ReplicationPlan
@@ -26,6 +24,7 @@ from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
 from mm2_assets.stores.progress_store import tailed_copy_map
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.dagster_internals import latest_check_passed
 from mm2_assets_tests.integration.test_exact_failover import committed_log
 from mm2_assets_tests.kafka_helpers import (
     consume_all,
@@ -35,6 +34,7 @@ from mm2_assets_tests.kafka_helpers import (
     tricky_records,
     unique,
 )
+from mm2_assets_tests.kafka_helpers import open_transactions as kafka_open_transactions
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from mm2_assets.commands.replicate import check_pool_free
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.dagster_compat import add_run_tags, claim_pool_slot, pool_holders
+from mm2_assets.defs.dagster_compat import add_run_tags, pool_holders
 from mm2_assets.defs.replication.follower import (
     FOLLOWER_GONE,
     HOST_TAG,
@@ -33,8 +34,8 @@ from mm2_assets.defs.run_requests import WORK_FOLLOW, run_tags
 from mm2_assets.deploy.instance import init_instance
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.errors import UsageError
-from mm2_assets.replicate_once import check_pool_free
 from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.dagster_internals import claim_pool_slot
 from mm2_assets_tests.integration.test_follower import driver_tick, wait_for
 from mm2_assets_tests.kafka_helpers import unique
 

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.dagster_compat import PLANNED_EVENTS_ENV, planned_partitions
+from mm2_assets.defs.dagster_compat import PLANNED_EVENTS_ENV
 from mm2_assets.defs.run_requests import partition_range_request
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import progress_topic
@@ -25,6 +25,7 @@ from mm2_assets.replication.replication_plan import assign_tasks, plan_replicati
 from mm2_assets.spark.job import run_copy_tasks
 from mm2_assets.stores.offset_syncs import offset_syncs_location
 from mm2_assets_tests.cli_helpers import ROOT
+from mm2_assets_tests.dagster_internals import planned_partitions
 from mm2_assets_tests.kafka_helpers import (
     Rec,
     consume_all,

@@ -28,7 +28,6 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from mm2_assets.definitions import build_definitions
-from mm2_assets.defs.dagster_compat import latest_check_passed
 from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG, CHECK_TARGET_TOPICS
 from mm2_assets.defs.run_requests import FLOW_TAG, WORK_FOLLOW, WORK_TAG
 from mm2_assets.demo import DEMO_TOPICS, demo_properties, seed
@@ -37,6 +36,7 @@ from mm2_assets.local.launcher import LocalCluster
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets_tests.cli_helpers import ROOT, run_cli
 from mm2_assets_tests.dagster_dev import DagsterDev
+from mm2_assets_tests.dagster_internals import latest_check_passed
 from mm2_assets_tests.integration.test_follower import wait_for
 from mm2_assets_tests.kafka_helpers import Rec, produce
 

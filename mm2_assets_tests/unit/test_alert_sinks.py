@@ -11,10 +11,10 @@ from mm2_assets.defs.alerts.sensors import AlertScope, run_alert_sensors
 from mm2_assets.defs.alerts.sinks import (
     LogAlertSink,
     WebhookAlertSink,
-    listener_alerts,
     load_alert_sink,
     redact_url,
 )
+from mm2_assets.mm2.alert_policy import listener_alerts
 from mm2_assets.mm2.alerting import Alert, AlertDeliveryError, AlertRejectedError, AlertSink
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError

@@ -1,4 +1,5 @@
-"""Every call of `mm2_assets/defs/dagster_compat.py` against the installed Dagster.
+"""Every call of `mm2_assets/defs/dagster_compat.py` (and of the tests' own
+`mm2_assets_tests/dagster_internals.py`) against the installed Dagster.
 
 These are the places where we use Dagster beyond its public API; if a Dagster release within
 `pyproject.toml`'s range changes one of them, this fails before a user's follower does.
@@ -15,13 +16,10 @@ from mm2_assets.defs.dagster_compat import (
     PLANNED_EVENTS_ENV,
     SENSOR_DAEMON_LOOP_S,
     add_run_tags,
-    claim_pool_slot,
     drop_logged_events,
     ensure_pool_limit,
     free_pool_slots,
-    latest_check_passed,
     mark_run_failed,
-    planned_partitions,
     pool_holders,
     pools_by_op,
     sensor_min_interval,
@@ -29,6 +27,11 @@ from mm2_assets.defs.dagster_compat import (
     supports_pools,
 )
 from mm2_assets.deploy.instance import init_instance
+from mm2_assets_tests.dagster_internals import (
+    claim_pool_slot,
+    latest_check_passed,
+    planned_partitions,
+)
 
 
 @pytest.fixture

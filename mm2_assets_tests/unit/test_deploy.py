@@ -10,14 +10,15 @@ import pytest
 import yaml
 
 from mm2_assets.cli import main
+from mm2_assets.commands.replicate import check_pool_free
 from mm2_assets.definitions import load_definitions
 from mm2_assets.defs.concurrency import replication_pool
-from mm2_assets.defs.dagster_compat import claim_pool_slot, pool_holders
+from mm2_assets.defs.dagster_compat import pool_holders
 from mm2_assets.deploy.instance import PRODUCTION_CONFIG, init_instance
 from mm2_assets.deploy.postgres import PostgresError, server_binaries
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.errors import UsageError
-from mm2_assets.replicate_once import check_pool_free
+from mm2_assets_tests.dagster_internals import claim_pool_slot
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "mm2_assets" / "demo.properties"
 

@@ -11,7 +11,7 @@ import pytest
 
 from mm2_assets.definitions import build_definitions
 from mm2_assets.defs.health.freshness import fail_after_seconds, stale_assets
-from mm2_assets.defs.health.watch import freshness_alerts
+from mm2_assets.mm2.alert_policy import freshness_alerts
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets_tests.kafka_helpers import mm2_properties
 

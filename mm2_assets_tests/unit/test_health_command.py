@@ -6,9 +6,9 @@ import json
 import time
 from pathlib import Path
 
+from mm2_assets.commands.health import flow_health
 from mm2_assets.defs.alerts.liveness import STAMP, mark_alive, stale_after
 from mm2_assets.defs.alerts.outbox import AlertOutbox, outbox_dir
-from mm2_assets.health_command import flow_health
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 
-from mm2_assets.mm2.work_incidents import WorkIncidents
+from mm2_assets.mm2.alert_policy import WorkIncidents
+from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.mm2.interval_schedule import Interval, interval_schedule
 from mm2_assets.spark.interval_work import IntervalWork, Work
+from mm2_assets_tests.kafka_helpers import mm2_properties
 
 
 def test_a_slow_piece_runs_on_its_own_thread_and_reports_on_the_callers() -> None:
@@ -111,3 +115,23 @@ def test_interval_work_hands_its_alerts_to_the_callers_thread() -> None:
         time.sleep(0.02)
     work.stop()
     assert alerts == [("interval_work_failed", caller), ("interval_work_recovered", caller)]
+
+
+def test_the_schedule_is_mm2s_intervals_with_group_offsets_only_beside_checkpoints(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mm2.properties"
+    extra = (
+        "emit.heartbeats.interval.seconds = 7\n"
+        "emit.checkpoints.enabled = false\n"
+        "sync.group.offsets.enabled = true\n"
+        "sync.topic.configs.enabled = false\n"
+    )
+    path.write_text(mm2_properties("127.0.0.1:1", "127.0.0.1:2", extra))
+    schedule = interval_schedule(load_mm2_config(path).flows[0])
+    assert schedule["heartbeats"] == Interval(True, 7)
+    assert not schedule["checkpoints"].enabled
+    # MM2 syncs group offsets from the checkpoints it emits: none without them.
+    assert not schedule["synced_group_offsets"].enabled
+    # The config sync switched off, the work still follows partition counts.
+    assert schedule["topic_configs"] == Interval(True, 600)

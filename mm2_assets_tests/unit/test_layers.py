@@ -4,8 +4,9 @@ The product's layers, bottom to top (`LAYERS`): `mm2` (MM2 semantics, pure); `ka
 plumbing over confluent-kafka); `stores` (the stores of internal topics and the reads behind
 them); `replication` (MM2's MirrorSourceTask side); `checkpointing` (MM2's MirrorCheckpointTask
 side, which reads replication's state); `spark` (the job and follower that run the tasks);
-`defs` (the Dagster layer); on top, `deploy` and the entry points (`cli`, `definitions`,
-`demo`, `replicate_once`, ...). A module imports its own layer and those below it only.
+`defs` (the Dagster layer); on top, `deploy`, the operator commands (`commands`) and the entry
+points (`cli`, `definitions`, `component`, `code_location`, `demo`). A module imports its own
+layer and those below it only.
 
 `local` (local clusters, the Java runtime, process groups, service commands) sits beside the
 product's layers: it imports only `kafka` and `mm2`, and only `spark` and what is above it
@@ -33,7 +34,7 @@ LAYERS = {
     "defs": 6,
 }
 TOP = 7
-TOP_PACKAGES = {"deploy"}
+TOP_PACKAGES = {"deploy", "commands"}
 """Subpackages on top, with the entry points."""
 LOCAL = "local"
 LOCAL_IMPORTS_UP_TO = LAYERS["kafka"]
@@ -132,7 +133,7 @@ def test_the_graph_sees_the_package() -> None:
 def test_the_follow_command_and_the_spark_session_import_no_dagster() -> None:
     # `mm2-assets follow` runs without Dagster: importing it would add a second to every
     # follower's start (and the class archive's dump, which starts a session).
-    modules = ("mm2_assets.follow_command", "mm2_assets.spark.session")
+    modules = ("mm2_assets.commands.follow", "mm2_assets.spark.session")
     check = (
         f"import sys\nfor m in {modules!r}: __import__(m)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('dagster')))"

@@ -11,7 +11,8 @@ import dagster as dg
 
 from mm2_assets.defs.replication.follower import MaxAge
 from mm2_assets.defs.run_requests import FLOW_TAG
-from mm2_assets.defs.run_retention import delete_expired_runs, retention_alerts
+from mm2_assets.defs.run_retention import delete_expired_runs
+from mm2_assets.mm2.alert_policy import retention_alerts
 from mm2_assets.mm2.config import FlowConfig, parse_mm2_properties
 
 

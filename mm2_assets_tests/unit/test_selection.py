@@ -10,7 +10,6 @@ from mm2_assets.mm2.selection import (
     all_sources,
     count_hops,
     is_cycle,
-    is_remote_topic,
     remote_topic_map,
     should_checkpoint_group,
     should_checkpoint_topic,
@@ -200,12 +199,9 @@ class TestLineage:
         assert count_hops("t", "A", policy=POLICY) == -1
         assert count_hops("A.B.A.t", "C", policy=POLICY) == -1
 
-    def test_all_sources_and_remote_topics(self) -> None:
+    def test_all_sources(self) -> None:
         assert all_sources("us-west.us-east.orders", policy=POLICY) == {"us-west", "us-east"}
         assert all_sources("orders", policy=POLICY) == set()
-        assert is_remote_topic("A.orders", policy=POLICY)
-        assert not is_remote_topic("orders", policy=POLICY)
-        assert not is_remote_topic("A.checkpoints.internal", policy=POLICY)
 
 
 def test_hops_by_upstream_from_heartbeats_topic_names() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mm2_assets.commands.follow import spark_for
 from mm2_assets.defs.resources import SparkResource
-from mm2_assets.follow_command import spark_for
 from mm2_assets.mm2.config import MM2Config, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.spark_settings import local_slots

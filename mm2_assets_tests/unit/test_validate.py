@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from mm2_assets import cli
-from mm2_assets.mm2.config import parse_mm2_properties
-from mm2_assets.mm2.setting_changes import SettingChange, setting_changes
-from mm2_assets.validate_report import (
+from mm2_assets.commands.validate_report import (
     ClusterStatus,
     ConfigProblem,
     FlowReport,
@@ -22,6 +20,8 @@ from mm2_assets.validate_report import (
     render_json,
     render_text,
 )
+from mm2_assets.mm2.config import parse_mm2_properties
+from mm2_assets.mm2.setting_changes import SettingChange, setting_changes
 from mm2_assets_tests.unit.test_bad_input import BASE, CASES, Case
 
 TWO_FLOWS = """\

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import dagster as dg
+
 from mm2_assets.defs.cursors import write_cursor
+from mm2_assets.defs.health.verdicts import CheckOutcome
 from mm2_assets.defs.health.watch import (
     STALL_PARTITIONS_KEPT,
-    cluster_alerts,
+    check_verdict,
     progress_digest,
-    stall_alerts,
     stalled_partitions,
+)
+from mm2_assets.mm2.alert_policy import (
+    check_alerts,
+    cluster_alerts,
+    stall_alerts,
     unavailable_alerts,
 )
 from mm2_assets.mm2.config import load_mm2_config
@@ -109,3 +117,29 @@ def test_checks_that_cannot_be_evaluated_are_an_incident(tmp_path: Path) -> None
     assert unavailable_alerts(flow, "again", True) == []
     [over] = unavailable_alerts(flow, None, True)
     assert over.kind == "checks_available"
+
+
+def test_a_failing_check_alerts_once_naming_its_topics_and_once_when_it_passes(
+    tmp_path: Path,
+) -> None:
+    flow = _flow(tmp_path)
+    failing = CheckOutcome(
+        dg.AssetKey(["primary_to_backup", "replicated_topics"]),
+        "lag",
+        False,
+        "2 topics lag",
+        metadata={"over_threshold": dg.MetadataValue.json({"b": 5, "a": 3})},
+        severity=dg.AssetCheckSeverity.WARN,
+    )
+    verdict = check_verdict(failing)
+    assert (verdict.severity, verdict.subjects) == ("warning", ("a", "b"))
+    [alert], state = check_alerts(flow, [verdict], {})
+    assert (alert.kind, alert.subject, alert.topics) == ("check_failed", verdict.name, ("a", "b"))
+    assert check_alerts(flow, [verdict], state) == ([], state)  # still failing
+    passing = check_verdict(dataclasses.replace(failing, passed=True, description="ok"))
+    [over], state = check_alerts(flow, [passing], state)
+    assert (over.kind, over.subject, state) == (
+        "check_recovered",
+        verdict.name,
+        {verdict.name: True},
+    )

@@ -28,7 +28,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from mm2_assets.defs.alerts.outbox import AlertOutbox
@@ -39,14 +39,12 @@ from mm2_assets.mm2.alerting import (
     AlertDeliveryError,
     AlertRejectedError,
     AlertSink,
-    transition_alerts,
 )
 from mm2_assets.mm2.config import FlowConfig
 
 __all__ = [
     "LogAlertSink",
     "WebhookAlertSink",
-    "listener_alerts",
     "load_alert_sink",
     "redact_url",
     "send_alerts",
@@ -150,60 +148,6 @@ def load_alert_sink(flow: FlowConfig) -> AlertSink:
             timeout=flow.mm2assets_alert_webhook_timeout_seconds,
         )
     return LogAlertSink()
-
-
-def listener_alerts(
-    flow: FlowConfig,
-    *,
-    subject: Literal["topics", "groups"],
-    listener_error: str | None,
-    already_failing: bool,
-    changed: tuple[str, ...],
-    change_summary: str | None,
-    change_details: Mapping[str, Any],
-) -> list[Alert]:
-    """Alerts of one KIP-918 listener tick: the listener failing (once per failure streak, the
-    next ticks only retry), notified again after failing, and, when `change_summary` is
-    given, the set having changed."""
-    what = "topic" if subject == "topics" else "group"
-    names = {subject: changed}
-    listener = {
-        "listener": flow.topic_listener_class if what == "topic" else flow.group_listener_class
-    }
-    alerts = transition_alerts(
-        listener_error is not None,
-        already_failing,
-        lambda: Alert(
-            flow=flow.name,
-            kind="listener_failed",
-            message=f"flow {flow.name}: {what} listener failed: {listener_error}",
-            details=listener,
-            subject=subject,
-            **names,
-        ),
-        # The notification retried since the failure went through.
-        lambda: Alert(
-            flow=flow.name,
-            kind="listener_recovered",
-            severity="info",
-            message=f"flow {flow.name}: {what} listener notified again",
-            details=listener,
-            subject=subject,
-        ),
-    )
-    if change_summary is not None:
-        noun = "replicated topics" if what == "topic" else "checkpointed groups"
-        alerts.append(
-            Alert(
-                flow=flow.name,
-                kind=f"{subject}_changed",
-                severity="info",
-                message=f"flow {flow.name}: {noun} changed: {change_summary}",
-                details=change_details,
-                **names,
-            )
-        )
-    return alerts
 
 
 def send_alerts(

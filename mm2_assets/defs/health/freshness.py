@@ -22,6 +22,7 @@ from datetime import timedelta
 import dagster as dg
 
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.interval_schedule import TOPIC_CONFIGS, interval_schedule
 
 FAIL_AFTER_INTERVALS = 3
 MIN_WINDOW_SECONDS = 60
@@ -82,17 +83,9 @@ def stale_assets(
 
 def _interval_of(flow: FlowConfig, asset: str) -> int | None:
     """How often the flow does the work behind `asset`, None when it does not."""
-    intervals = {
-        "heartbeats": (flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds),
-        "checkpoints": (flow.emit_checkpoints_enabled, flow.emit_checkpoints_interval_seconds),
-        "synced_group_offsets": (
-            flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled,
-            flow.sync_group_offsets_interval_seconds,
-        ),
-        "topic_configs": (True, flow.sync_topic_configs_interval_seconds),
-    }
-    enabled, seconds = intervals[asset]
-    if asset != "topic_configs" and flow.mm2assets_replication_mode == "follow":
+    interval = interval_schedule(flow)[asset]
+    enabled, seconds = interval.enabled, interval.seconds
+    if asset != TOPIC_CONFIGS and flow.mm2assets_replication_mode == "follow":
         # A follower run records heartbeats and passes at most once per materialize interval
         # (report_cadence); topic configs at every pass.
         seconds = max(seconds, flow.mm2assets_follower_materialize_interval_seconds)

@@ -1,7 +1,8 @@
 """What the replication driver watches on every tick, and the alerts when it changes.
 
-Three incidents an operator must hear about while they last, not after (each alerts once when
-it starts and once when it is over, the state kept in the driver's cursor):
+The incidents an operator must hear about while they last, not after (each alerts once when
+it starts and once when it is over, the state kept in the driver's cursor; whether a change
+opens or closes one, and its alert, is the alert policy's, `mm2_assets/mm2/alert_policy.py`):
 
 - `cluster_unreachable` / `cluster_reachable`: the flow's source or target cluster does not
   answer a metadata request within `PROBE_TIMEOUT_S`. Nothing else of the tick talks to a
@@ -26,19 +27,26 @@ import base64
 import hashlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
 
-from mm2_assets.defs.health.alerts import check_transition_alerts
 from mm2_assets.defs.health.checks import evaluate_flow_health
 from mm2_assets.defs.health.freshness import stale_assets
-from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG
+from mm2_assets.defs.health.verdicts import CHECK_CHECKPOINTS, CHECK_LAG, CheckOutcome
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.kafka.reachability import UNANSWERED_AFTER_S, verify_cluster_access
-from mm2_assets.mm2.alerting import Alert, transition_alerts
+from mm2_assets.mm2.alert_policy import (
+    CheckVerdict,
+    check_alerts,
+    cluster_alerts,
+    freshness_alerts,
+    stall_alerts,
+    unavailable_alerts,
+)
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.plugins import call_with_timeout
 from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
@@ -134,84 +142,6 @@ def stalled_partitions(previous: object, snapshot: LagSnapshot) -> tuple[list[st
     return stalled, kept
 
 
-def cluster_alerts(
-    flow: FlowConfig, answers: Mapping[str, str | None], before: Mapping[str, str]
-) -> list[Alert]:
-    """Alerts for clusters (alias → error, None when it answers) that stopped or started
-    answering since `before` (alias → error of the clusters down at the last tick)."""
-    alerts: list[Alert] = []
-    for alias, error in answers.items():
-        side = "source" if alias == flow.source.alias else "target"
-        alerts += transition_alerts(
-            error is not None,
-            alias in before,
-            lambda alias=alias, side=side, error=error: Alert(
-                flow=flow.name,
-                kind="cluster_unreachable",
-                message=f"flow {flow.name}: {side} cluster '{alias}' is unreachable: {error}",
-                details={"cluster": alias, "side": side},
-                subject=alias,
-            ),
-            lambda alias=alias, side=side: Alert(
-                flow=flow.name,
-                kind="cluster_reachable",
-                severity="info",
-                message=f"flow {flow.name}: {side} cluster '{alias}' answers again",
-                details={"cluster": alias, "side": side},
-                subject=alias,
-            ),
-        )
-    return alerts
-
-
-def stall_alerts(flow: FlowConfig, stalled: Sequence[str], was_stalled: bool) -> list[Alert]:
-    """The alert when partitions (`topic-partition`) stall, or when a stall is over."""
-    topics = tuple(sorted({p.rsplit("-", 1)[0] for p in stalled}))
-    return transition_alerts(
-        bool(stalled),
-        was_stalled,
-        lambda: Alert(
-            flow=flow.name,
-            kind="replication_stalled",
-            message=(
-                f"flow {flow.name}: {len(stalled)} partitions have records waiting and the "
-                f"follower copied none of them since the last tick: {', '.join(stalled[:20])}"
-            ),
-            topics=topics,
-            details={"partitions": list(stalled[:100])},
-            subject="",
-        ),
-        lambda: Alert(
-            flow=flow.name,
-            kind="replication_resumed",
-            severity="info",
-            message=f"flow {flow.name}: the follower copies again; no partition is stalled",
-            subject="",
-        ),
-    )
-
-
-def unavailable_alerts(flow: FlowConfig, error: str | None, was: bool) -> list[Alert]:
-    """The alert when the checks cannot be evaluated (`error`), or can be again."""
-    return transition_alerts(
-        error is not None,
-        was,
-        lambda: Alert(
-            flow=flow.name,
-            kind="checks_unavailable",
-            message=f"flow {flow.name}: the health checks cannot be evaluated: {error}",
-            subject="",
-        ),
-        lambda: Alert(
-            flow=flow.name,
-            kind="checks_available",
-            severity="info",
-            message=f"flow {flow.name}: the health checks are evaluated again",
-            subject="",
-        ),
-    )
-
-
 def watch_flow(
     flow: FlowConfig,
     instance: dg.DagsterInstance | None,
@@ -296,44 +226,6 @@ def _watch_stalls(
             kept["stalled"] = bool(stalled)
 
 
-def freshness_alerts(
-    flow: FlowConfig, stale: Mapping[str, float | None], before: Sequence[str]
-) -> list[Alert]:
-    """Alerts for the assets (name → age, None: never materialized) that went stale, and
-    those stale at the last evaluation (`before`) that are fresh again."""
-    alerts: list[Alert] = []
-    for name in sorted(set(stale) | set(before)):
-        age = stale.get(name)
-        alerts += transition_alerts(
-            name in stale,
-            name in before,
-            lambda name=name, age=age: Alert(
-                flow=flow.name,
-                kind="freshness_failed",
-                severity="warning",
-                message=(
-                    f"flow {flow.name}: {name} fails its freshness policy: "
-                    + (
-                        "never materialized"
-                        if age is None
-                        else f"last materialized {age:.0f} s ago"
-                    )
-                ),
-                details={"asset": name, "age_seconds": None if age is None else round(age, 1)},
-                subject=name,
-            ),
-            lambda name=name: Alert(
-                flow=flow.name,
-                kind="freshness_recovered",
-                severity="info",
-                message=f"flow {flow.name}: {name} is fresh again",
-                details={"asset": name},
-                subject=name,
-            ),
-        )
-    return alerts
-
-
 def _watch_freshness(
     flow: FlowConfig,
     instance: dg.DagsterInstance,
@@ -395,6 +287,28 @@ def _evaluate_checks(
         if not outcome.passed:
             watch.notes.append(f"{outcome.check_name}: {outcome.description}")
     alerting = [o for o in outcomes if not (in_grace and o.check_name in GRACE_CHECKS)]
-    alerts, check_state = check_transition_alerts(flow, alerting, check_state)
+    alerts, check_state = check_alerts(flow, [check_verdict(o) for o in alerting], check_state)
     watch.alerts += alerts
     return None, check_state
+
+
+def check_verdict(outcome: CheckOutcome) -> CheckVerdict:
+    """What the alert policy judges of a check's outcome: its name, verdict, severity,
+    description and the topics a failed verdict names in its metadata."""
+    return CheckVerdict(
+        name=outcome.key.to_user_string(),
+        passed=outcome.passed,
+        severity="error" if outcome.severity == dg.AssetCheckSeverity.ERROR else "warning",
+        description=outcome.description,
+        subjects=tuple(_subjects(outcome)),
+    )
+
+
+def _subjects(outcome: CheckOutcome) -> list[str]:
+    """Topics a failed verdict names in its metadata."""
+    for name in ("over_threshold", "missing"):
+        value = outcome.metadata.get(name)
+        inner = getattr(value, "value", value)
+        if isinstance(inner, dict) and inner:
+            return sorted(inner)
+    return []

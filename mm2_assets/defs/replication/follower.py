@@ -74,7 +74,7 @@ from mm2_assets.defs.run_requests import (
     IN_PROGRESS,
     WORK_FOLLOW,
     WORK_TAG,
-    run_tags,
+    follower_run_request,
     streak_before,
     work_history,
 )
@@ -672,9 +672,9 @@ def follower_request(
         max_age = flow.mm2assets_follower_max_age_seconds
         if len(in_flight) == 1 and run.status == dg.DagsterRunStatus.STARTED and 0 < max_age <= age:
             # Its successor first: the old run stops when it sees it (`MaxAge`).
-            tags = run_tags(flow, WORK_FOLLOW, "hand-over")
             note = f"the follower run {run.run_id[:8]} is {age:.0f} s old: requesting its successor"
-            return FollowerDecision(dg.RunRequest(job_name=job_name, tags=tags), note, recorder)
+            request = follower_run_request(flow, job_name, "hand-over")
+            return FollowerDecision(request, note, recorder)
         note = f"the follower run {run.run_id[:8]} is {run.status.value.lower()}"
         return FollowerDecision(None, note, recorder)
     streak = streak_before(
@@ -688,7 +688,7 @@ def follower_request(
             recorder,
         )
     trigger = "restart" if streak.failures else "start"
-    request = dg.RunRequest(job_name=job_name, tags=run_tags(flow, WORK_FOLLOW, trigger))
+    request = follower_run_request(flow, job_name, trigger)
     return FollowerDecision(request, f"{trigger}ing the follower", recorder)
 
 

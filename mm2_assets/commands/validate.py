@@ -19,6 +19,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 
+from mm2_assets.commands.validate_report import (
+    ClusterStatus,
+    ConfigProblem,
+    FlowReport,
+    InternalTopic,
+    ValidationReport,
+    render_json,
+    render_text,
+)
 from mm2_assets.defs.listening import current_groups
 from mm2_assets.kafka.admin import KafkaAdminError
 from mm2_assets.kafka.clients import load_checked_config, resolved_flows
@@ -29,15 +38,6 @@ from mm2_assets.mm2.errors import ClusterConnectionError, MM2ConfigError
 from mm2_assets.mm2.progress import progress_topic
 from mm2_assets.mm2.replicated_set import remote_map
 from mm2_assets.mm2.setting_changes import setting_changes
-from mm2_assets.validate_report import (
-    ClusterStatus,
-    ConfigProblem,
-    FlowReport,
-    InternalTopic,
-    ValidationReport,
-    render_json,
-    render_text,
-)
 
 __all__ = ["run_validate", "validate"]
 
