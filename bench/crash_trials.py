@@ -78,7 +78,7 @@ KINDS = ("run", "worker", "follower")
 TOPICS = ("a", "b")
 PARTITIONS = 3
 GROUP_SUFFIX = "g"
-LAYOUT_MARK = "following "  # the follower's layout line (follow_command.PrintingReporter)
+LAYOUT_MARK = "following "  # the follower's layout line (commands/follow.PrintingReporter)
 RUN_MARK = "materializing replicated_topics"  # a pass's line as it starts that run
 
 

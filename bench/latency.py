@@ -112,7 +112,7 @@ NEW = b"new"
 RELAYOUT = b"relayout"
 RELAYOUT_RATE = 500
 RELAYOUT_SYSTEMS = ("follower", "mm2", "mm2-eos")
-# What the follower prints (mm2_assets/follow_command.py's PrintingReporter).
+# What the follower prints (mm2_assets/commands/follow.py's PrintingReporter).
 LAYOUT_LINE = re.compile(
     r"following (\d+) partitions of (\d+) topics with (\d+) tasks \(layout (\d+)\)"
 )
