@@ -149,7 +149,7 @@ def find_checkpoint_groups(
     caller passes its `admin` of the source.
     """
     timeout = admin_timeout_s(flow)
-    admin = admin or flow_admin(flow, "source")
+    admin = admin if admin is not None else flow_admin(flow, "source")  # falsy while idle
     group_filter = flow.group_filter()
     topic_filter = flow.topic_filter()
     try:

@@ -347,7 +347,7 @@ def source_topic_ids(
         return {}
     try:
         return topic_ids(
-            admin or admin_client(spec.source_producer),
+            admin if admin is not None else admin_client(spec.source_producer),
             topics,
             cluster=spec.flow.partition("->")[0],
         )

@@ -285,6 +285,6 @@ def recreated_since_copy(
     saved = {(k[0], p.topic_id) for k, p in progress.items() if k[0] in wanted and p.topic_id}
     if not saved:
         return set()
-    admin = admin or flow_admin(flow, "source")
+    admin = admin if admin is not None else flow_admin(flow, "source")  # falsy while idle
     ids = topic_ids(admin, {t for t, _ in saved}, cluster=flow.source.alias)
     return {topic for topic, saved_id in saved if topic in ids and ids[topic] != saved_id}

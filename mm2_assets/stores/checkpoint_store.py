@@ -110,7 +110,7 @@ def ensure_checkpoints_topic(flow: FlowConfig, admin: AdminClient | None = None)
     Java: `MirrorCheckpointConnector.createInternalTopics` (one partition, compacted).
     """
     return ensure_topic(
-        admin or flow_admin(flow, "target"),
+        admin if admin is not None else flow_admin(flow, "target"),
         checkpoints_topic(flow),
         partitions=1,
         replication_factor=flow.checkpoints_topic_replication_factor,
