@@ -23,10 +23,10 @@ judges it, and who keeps its state:
 - `interval_work_failed` / `interval_work_recovered` (a piece of work): `WorkIncidents`,
   which keeps its own state for the follower (`spark/follower.py`).
 
-One pair is decided elsewhere: `run_failed` / `run_recovered` (subject: the work), built by
-the run-alert sensors in `mm2_assets/defs/alerts/sensors.py` from Dagster's run and step
-events (a run by hand is a notice), and a restarted follower's recovery by the driver, which
-calls that module's `recovery_alert`.
+- `run_failed` / `run_recovered` (subject: the work our sensors retry; a run by hand is a
+  notice): `run_failed_alert` and `run_recovered_alert`, called by the run-alert sensors
+  (`defs/alerts/sensors.py`) with what they read of Dagster's run and step events, and by the
+  driver for a restarted follower; the failure streak is read from the runs.
 
 Pure logic: nothing here imports Dagster, Spark or confluent-kafka.
 """
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mm2_assets.mm2.alerting import Alert, AlertKind, Severity
+from mm2_assets.mm2.backoff import FailureStreak
 from mm2_assets.mm2.config import FlowConfig
 
 
@@ -403,3 +404,77 @@ class WorkIncidents:
                 subject=work,
             )
         ]
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    """What the run-failure sensor read of a failed run of a flow."""
+
+    run_id: str
+    job: str
+    work: str | None
+    """The work our sensors retry (the run's work tag), None for a run launched by hand."""
+    work_tag: str
+    """The run's work tag as shown (`manual` when it has none)."""
+    topics: tuple[str, ...]
+    assets: tuple[str, ...]
+    failed_steps: Mapping[str, str]
+    """Step key → its error text."""
+    reason: str
+
+
+def run_failed_alert(
+    flow: FlowConfig, run: FailedRun, failures_in_a_row: int, max_chars: int
+) -> Alert | None:
+    """The `run_failed` alert of a failed run, or None when its work's incident is open
+    already (the run is not the first failure of its streak: the retries that fail again
+    only log). A run by hand always alerts, as a notice. The message is cut at `max_chars`."""
+    if run.work is not None and failures_in_a_row > 1:
+        return None
+    what = (
+        f"topics {', '.join(run.topics[:20])}" if run.topics else f"assets {', '.join(run.assets)}"
+    )
+    return Alert(
+        flow=flow.name,
+        kind="run_failed",
+        message=(
+            f"flow {flow.name}: run {run.run_id[:8]} ({run.work_tag}) failed for {what}: "
+            f"{run.reason}"
+        )[:max_chars],
+        topics=run.topics,
+        details={
+            "run_id": run.run_id,
+            "job": run.job,
+            "assets": list(run.assets),
+            "failed_steps": dict(run.failed_steps),
+            "work": run.work_tag,
+        },
+        # Work our sensors retry is an incident its recovery closes; a run by hand a notice.
+        subject=run.work,
+    )
+
+
+def run_recovered_alert(
+    flow: FlowConfig, work: str, run_id: str, streak: FailureStreak
+) -> Alert | None:
+    """The `run_recovered` alert closing the incident of `streak` (`run_id` healed it);
+    None when the work was not failing."""
+    if not streak.failures:
+        return None
+    first = streak.oldest.run_id if streak.oldest else ""
+    return Alert(
+        flow=flow.name,
+        kind="run_recovered",
+        severity="info",
+        message=(
+            f"flow {flow.name}: {work} works again (run {run_id[:8]}) after "
+            f"{streak.failures} failed run(s) in a row since run {first[:8]}"
+        ),
+        details={
+            "run_id": run_id,
+            "work": work,
+            "failed_runs": streak.failures,
+            "first_failed_run_id": first,
+        },
+        subject=work,
+    )

@@ -20,14 +20,7 @@ from mm2_assets_tests.python_source import parse_module
 PACKAGE = Path(mm2_assets.__file__).parent
 
 HOMES: dict[str, set[str]] = {
-    "Alert": {
-        "mm2/alert_policy.py",
-        # The one exception: the run-alert sensors build `run_failed` and `run_recovered`
-        # from Dagster's run and step events (`_failure_alert`, `recovery_alert`, which the
-        # driver also calls for a restarted follower). Left there while that module is being
-        # changed for issue 46; the policy's docstring names it.
-        "defs/alerts/sensors.py",
-    },
+    "Alert": {"mm2/alert_policy.py"},
     "RunRequest": {"defs/run_requests.py"},
 }
 """Class name → the files (relative to the package) allowed to construct it."""

@@ -16,11 +16,15 @@ from mm2_assets.defs.health.watch import (
     stalled_partitions,
 )
 from mm2_assets.mm2.alert_policy import (
+    FailedRun,
     check_alerts,
     cluster_alerts,
+    run_failed_alert,
+    run_recovered_alert,
     stall_alerts,
     unavailable_alerts,
 )
+from mm2_assets.mm2.backoff import FailureStreak, RunOutcome
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.replication.replication_state import LagSnapshot, PartitionState
 from mm2_assets_tests.kafka_helpers import mm2_properties
@@ -142,4 +146,39 @@ def test_a_failing_check_alerts_once_naming_its_topics_and_once_when_it_passes(
         "check_recovered",
         verdict.name,
         {verdict.name: True},
+    )
+
+
+def _failed_run(work: str | None) -> FailedRun:
+    return FailedRun(
+        run_id="0123456789abcdef",
+        job="primary_to_backup__checkpoints",
+        work=work,
+        work_tag=work or "manual",
+        topics=(),
+        assets=("primary_to_backup/checkpoints",),
+        failed_steps={"checkpoints": "boom"},
+        reason="checkpoints: boom",
+    )
+
+
+def test_a_failed_run_alerts_once_per_streak_and_a_run_by_hand_always(tmp_path: Path) -> None:
+    """The run-alert sensors' incidents: the first failure of retried work opens it (its
+    retries that fail again only log), its next success closes it; a run by hand is a
+    notice each time."""
+    flow = _flow(tmp_path)
+    first = run_failed_alert(flow, _failed_run("checkpoints"), 1, 2000)
+    assert first is not None and (first.kind, first.subject) == ("run_failed", "checkpoints")
+    assert "run 01234567 (checkpoints) failed for assets primary_to_backup/checkpoints" in (
+        first.message
+    )
+    assert run_failed_alert(flow, _failed_run("checkpoints"), 2, 2000) is None
+    by_hand = run_failed_alert(flow, _failed_run(None), 3, 2000)
+    assert by_hand is not None and by_hand.subject is None
+    streak = FailureStreak(2, RunOutcome("b", True, 1.0, 2.0), RunOutcome("a", True, 0.0, 1.0))
+    closed = run_recovered_alert(flow, "checkpoints", "c0ffee00", streak)
+    assert closed is not None and closed.details["failed_runs"] == 2
+    assert (closed.kind, closed.subject) == ("run_recovered", "checkpoints")
+    assert (
+        run_recovered_alert(flow, "checkpoints", "c0ffee00", FailureStreak(0, None, None)) is None
     )

@@ -37,6 +37,7 @@ from mm2_assets.defs.run_requests import (
     streak_before,
     work_history,
 )
+from mm2_assets.mm2.alert_policy import FailedRun, run_failed_alert, run_recovered_alert
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.backoff import FailureStreak
 from mm2_assets.mm2.config import FlowConfig
@@ -91,45 +92,36 @@ def _scopes_of(run: dg.DagsterRun, scopes: Sequence[AlertScope]) -> list[tuple[A
 def _failure_alert(
     context: dg.RunFailureSensorContext, scope: AlertScope, tagged: bool
 ) -> Alert | None:
-    """The `run_failed` alert of the failed run for `scope`'s flow (None: alerted already)."""
+    """The `run_failed` alert of the failed run for `scope`'s flow (None: alerted already),
+    as the alert policy judges what this sensor reads of the run."""
     run, flow = context.dagster_run, scope.flow
-    work = run.tags.get(WORK_TAG) if tagged else None
+    work = (run.tags.get(WORK_TAG) if tagged else None) or None
     streak = _streak_of(context.instance, flow, work, run)
-    if streak is not None and streak.failures > 1:
-        # The incident is open and was alerted when its first run failed.
-        context.log.info(
-            f"flow {flow.name}: {work} run {run.run_id[:8]} failed again "
-            f"({streak.failures} in a row); the incident was alerted already"
-        )
-        return None
-    topics = run_topics(run, context.instance, scope.partitions)
     steps = {
         event.step_key or "?": step_error_text(event, _ERROR_CHARS)
         for event in context.get_step_failure_events()
     }
-    reason = "; ".join(f"{k}: {v}" for k, v in steps.items()) or (
-        context.failure_event.message or "run failed"
+    failed = FailedRun(
+        run_id=run.run_id,
+        job=run.job_name,
+        work=work,
+        work_tag=run.tags.get(WORK_TAG, "manual"),
+        topics=tuple(run_topics(run, context.instance, scope.partitions)),
+        assets=tuple(
+            sorted("/".join(k.path) for k in set(run.asset_selection or ()) & scope.asset_keys)
+        ),
+        failed_steps=steps,
+        reason="; ".join(f"{k}: {v}" for k, v in steps.items())
+        or (context.failure_event.message or "run failed"),
     )
-    assets = sorted("/".join(k.path) for k in set(run.asset_selection or ()) & scope.asset_keys)
-    what = f"topics {', '.join(topics[:20])}" if topics else f"assets {', '.join(assets)}"
-    return Alert(
-        flow=flow.name,
-        kind="run_failed",
-        message=(
-            f"flow {flow.name}: run {run.run_id[:8]} "
-            f"({run.tags.get(WORK_TAG, 'manual')}) failed for {what}: {reason}"
-        )[: 2 * _ERROR_CHARS],
-        topics=tuple(topics),
-        details={
-            "run_id": run.run_id,
-            "job": run.job_name,
-            "assets": assets,
-            "failed_steps": steps,
-            "work": run.tags.get(WORK_TAG, "manual"),
-        },
-        # Work our sensors retry is an incident its recovery closes; a run by hand a notice.
-        subject=work or None,
-    )
+    failures = streak.failures if streak is not None else 0
+    alert = run_failed_alert(flow, failed, failures, 2 * _ERROR_CHARS)
+    if alert is None:
+        context.log.info(
+            f"flow {flow.name}: {work} run {run.run_id[:8]} failed again "
+            f"({failures} in a row); the incident was alerted already"
+        )
+    return alert
 
 
 def run_failure_alert_sensor(name: str, scopes: Sequence[AlertScope]) -> dg.SensorDefinition:
@@ -172,8 +164,8 @@ def run_recovery_alert_sensor(name: str, scopes: Sequence[AlertScope]) -> dg.Sen
             if not tagged:
                 continue
             streak = _streak_of(context.instance, scope.flow, work, run, including=False)
-            if streak is not None and streak.failures:
-                alert = recovery_alert(scope.flow, work, run.run_id, streak)
+            alert = streak and run_recovered_alert(scope.flow, work, run.run_id, streak)
+            if alert:
                 send_alerts(scope.flow, [alert], context.log)
 
     return run_recovery_alerts
@@ -184,27 +176,6 @@ def run_alert_sensors(name: str, scopes: Sequence[AlertScope]) -> list[dg.Sensor
     if not scopes:
         return []
     return [run_failure_alert_sensor(name, scopes), run_recovery_alert_sensor(name, scopes)]
-
-
-def recovery_alert(flow: FlowConfig, work: str, run_id: str, streak: FailureStreak) -> Alert:
-    """The `run_recovered` alert closing the incident of `streak` (`run_id` healed it)."""
-    first = streak.oldest.run_id if streak.oldest else ""
-    return Alert(
-        flow=flow.name,
-        kind="run_recovered",
-        severity="info",
-        message=(
-            f"flow {flow.name}: {work} works again (run {run_id[:8]}) after "
-            f"{streak.failures} failed run(s) in a row since run {first[:8]}"
-        ),
-        details={
-            "run_id": run_id,
-            "work": work,
-            "failed_runs": streak.failures,
-            "first_failed_run_id": first,
-        },
-        subject=work,
-    )
 
 
 def _streak_of(

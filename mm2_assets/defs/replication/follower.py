@@ -48,7 +48,6 @@ import dagster as dg
 
 from mm2_assets.checkpointing.checkpoint_task import CheckpointRun
 from mm2_assets.checkpointing.group_offset_sync import GroupOffsetSyncRun
-from mm2_assets.defs.alerts.sensors import recovery_alert
 from mm2_assets.defs.alerts.sinks import send_alerts
 from mm2_assets.defs.checkpoints.assets import checkpoint_metadata, group_sync_metadata
 from mm2_assets.defs.concurrency import replication_pool
@@ -79,6 +78,7 @@ from mm2_assets.defs.run_requests import (
     work_history,
 )
 from mm2_assets.defs.topic_configs.assets import sync_metadata, topic_metadata
+from mm2_assets.mm2.alert_policy import run_recovered_alert
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.mm2.plugins import call_with_timeout
@@ -708,5 +708,5 @@ def follower_recovery(
         streak = streak_before(
             records[index + 1 :], stable_seconds=flow.mm2assets_follower_stable_seconds
         )
-        return recovery_alert(flow, WORK_FOLLOW, run.run_id, streak) if streak.failures else None
+        return run_recovered_alert(flow, WORK_FOLLOW, run.run_id, streak)
     return None
