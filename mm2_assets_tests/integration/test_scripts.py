@@ -118,6 +118,9 @@ def test_demo_script_serves_dagster_and_sigterm_stops_everything(tmp_path: Path)
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,  # no terminal, as a service manager starts it
             start_new_session=True,
+            # And with default signal handling, as systemd starts a service: a SIGTERM the
+            # test's worker left ignored or blocked is inherited, and bash cannot trap it.
+            preexec_fn=_default_signals,
         )
     try:
         deadline = time.monotonic() + 600
@@ -181,3 +184,10 @@ def _signal_state(pid: int) -> str:
         return f"no status: {exc}"
     keys = ("State:", "SigBlk:", "SigIgn:", "SigCgt:")
     return ", ".join(" ".join(line.split()) for line in lines if line.startswith(keys))
+
+
+def _default_signals() -> None:
+    """In the child before exec: SIGTERM and SIGINT at their defaults, no signal blocked."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
