@@ -347,8 +347,8 @@ STALL_AFTER_RECREATION = pytest.mark.xfail(
     strict=False,
     reason="open bug (issue 47): under a full suite's load, the new topic's records sometimes "
     "never arrive when the re-layout comes right after the recreation (3 of 3 full suites "
-    "last session; this session 1 of 3, before the new-topic watch asked a stuck consumer's "
-    "source another way; the watch never had to renew a consumer in the runs that passed)",
+    "the session before; 1 of 4 this session, with the new-topic watch's first version; the "
+    "other 3 passed without the watch renewing a consumer, so its cure is not shown)",
 )
 
 
