@@ -590,6 +590,7 @@ class Copier(ABC):
         """The partitions of `lanes` not done, at their positions; a lane with no position
         yet starts at its partition's log start (a topic gone by then stops the lane)."""
         assignment = []
+        now = time.monotonic()
         for lane in lanes:
             if lane.done:
                 continue
@@ -612,7 +613,7 @@ class Copier(ABC):
                     # copied: mark the progress as not yet recorded.
                     lane.result.next_offset = -1
             assignment.append(TopicPartition(part.source_topic, part.partition, lane.position))
-            self.new_topics.assigned(lane.key, lane.position, time.monotonic())
+            self.new_topics.assigned(lane.key, lane.position, now)
         return assignment
 
     def _finish(self, lane: Lane) -> None:
