@@ -108,7 +108,10 @@ class StickySlots:
     def place(self, ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]] | None:
         """`ranges` grouped by slot, each partition on its slot for good; None when a slot
         would be left with nothing to follow (its task would end: the caller lays the flow
-        out anew, fencing every slot)."""
+        out anew, fencing every slot), or when there is no slot to place them on (the layout
+        before had no partition at all)."""
+        if not self.slots:
+            return None if ranges else []
         groups: list[list[PartitionRange]] = [[] for _ in range(self.slots)]
         new: list[PartitionRange] = []
         changed: set[int] = set()

@@ -328,10 +328,10 @@ class Follower:
         """Hand `plan` to the running copy tasks: each slot's new partitions are recorded
         with the lease's next generation, and the tasks take them up without their Spark job
         being restarted (a slot whose partitions did not change goes on without a pause).
-        False, with nothing changed, when the running job cannot take it (no job, a failed
-        one, or a slot left with nothing to follow)."""
+        False, with nothing changed, when the running job cannot take it (no job, one with
+        no task: the set was empty, a failed one, or a slot left with nothing to follow)."""
         job, sticky, lease = self.job, self._sticky, self.lease
-        if job is None or job.error is not None or sticky is None or lease is None:
+        if job is None or not job.specs or job.error is not None or None in (sticky, lease):
             return False
         groups = sticky.place(plan.ranges)
         if groups is None:

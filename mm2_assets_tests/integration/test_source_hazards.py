@@ -343,18 +343,9 @@ def spread(count: int, tag: str, partitions: int) -> list[Rec]:
     ]
 
 
-STALL_AFTER_RECREATION = pytest.mark.xfail(
-    strict=False,
-    reason="open bug (issue 47): under a full suite's load, the new topic's records sometimes "
-    "never arrive when the re-layout comes right after the recreation (3 of 3 full suites "
-    "the session before; 1 of 4 this session, with the new-topic watch's first version; the "
-    "other 3 passed without the watch renewing a consumer, so its cure is not shown)",
-)
-
-
 @pytest.mark.parametrize(
     "refresh_s",
-    [pytest.param(1, marks=STALL_AFTER_RECREATION), 8],
+    [1, 8],
     ids=["relayout-soon", "relayout-late"],
 )
 def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
@@ -403,6 +394,55 @@ def test_topic_recreated_at_once_under_a_follower_and_a_producer_is_copied_once(
         assert got[p] == expected[p], (
             f"partition {p}: {len(got[p])} records, {len(expected[p])} expected, {twice} duplicated"
         )
+
+
+def test_a_flow_whose_set_empties_and_fills_again_under_a_follower_copies_each_topic_once(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    """A follower started before its flow has any topic, then the topic created, deleted
+    (the set is empty again) and created anew, each time written: every incarnation's records
+    arrive once, in the same run. (A follower whose set was empty ran no copy task, and every
+    topic refresh after it failed: the flow copied nothing until restarted.)"""
+    partitions = 2
+    topic = f"{unique('refill')}-t"
+    config = follower_config(write_mm2_config, topic.rsplit("-", 1)[0])
+    flow = load_checked_config(config).flows[0]
+    remote = f"primary.{topic}"
+    admin = AdminClient({"bootstrap.servers": primary})
+
+    with RunningFollower(flow, spark_resource) as running:
+        reporter = running.reporter
+
+        def laid_out(count: int) -> Callable[[], bool]:
+            return lambda: bool(reporter.layouts) and len(reporter.layouts[-1][1].ranges) == count
+
+        wait_for("the empty set laid out", laid_out(0), 120, state=lambda: reporter.problems[-3:])
+        first = create_filled_topic(primary, topic, spread(40, "first", partitions))
+        wait_for("the first topic copied", replicated(primary, backup, topic, partitions), 120,
+                 state=lambda: reporter.problems[-3:])  # fmt: skip
+        admin.delete_topics([topic])[topic].result(30)
+        wait_for(
+            "the empty set laid out again", laid_out(0), 120, state=lambda: reporter.problems[-3:]
+        )
+        recreate(primary, topic, partitions)  # as soon as the broker lets the name be used
+        second = spread(60, "second", partitions)
+        produce(primary, topic, second)
+        expected = {p: [r for r in first + second if r.partition == p] for p in range(partitions)}
+
+        def copied() -> dict[int, int]:
+            return {p: len(rs) for p, rs in consume_all(backup, remote, range(partitions)).items()}
+
+        wait_for("the second topic copied", lambda: all(
+            n >= len(expected[p]) for p, n in copied().items()), 120, state=lambda: (
+            copied(), reporter.problems[-3:]))  # fmt: skip
+        assert running.error is None, running.error
+        assert not [p for p in reporter.problems if p.startswith("topic refresh")], (
+            reporter.problems
+        )
+    got = consume_all(backup, remote, range(partitions))
+    assert {p: [r.value for r in got[p]] for p in got} == {
+        p: [r.value for r in expected[p]] for p in expected
+    }
 
 
 THROTTLED_BYTES_PER_S = 20_000

@@ -214,6 +214,14 @@ def test_sticky_slots_never_move_a_partition_and_change_as_few_slots_as_they_can
     assert sticky.place(_ranges(("a", 0), ("a", 2))) is None
 
 
+def test_sticky_slots_of_an_empty_layout_ask_for_a_new_one_when_topics_come() -> None:
+    # A follower whose set was empty runs no task: the first topic after it needs a new
+    # layout (it once failed every refresh, and the flow copied nothing again).
+    empty = StickySlots(spread([], 2))
+    assert empty.place([]) == []
+    assert empty.place(_ranges(("a", 0))) is None
+
+
 def test_only_partitions_never_followed_and_never_copied_start_without_reading_progress() -> None:
     a = _ranges(("a", 0), ("a", 1))
     sticky = StickySlots(spread(a, 2))
