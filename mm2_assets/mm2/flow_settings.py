@@ -552,7 +552,8 @@ class FlowSettings:
         INTERVAL,
         "120",
         "A follower's interval work (heartbeats, checkpoints, group offset sync, topic config "
-        "sync) failing without a success for this long opens an `interval_work_failed` "
+        "sync) or its topic refresh failing without a success for this long opens an "
+        "`interval_work_failed` "
         "incident; its next success closes it (seconds).",
         blank_is_default=True,
     )

@@ -87,6 +87,10 @@ between reports and checkpoint passes: a pass (and a report) then reads at most 
 much progress itself, instead of everything since the last report."""
 
 
+TOPIC_REFRESH = "topic refresh"
+"""The follower's topic refresh, as its problems and `interval_work_failed` alerts name it."""
+
+
 class FollowerError(RuntimeError):
     """The follower cannot go on; the message names the flow and the cause."""
 
@@ -265,6 +269,8 @@ class Follower:
         self._checkpoint_tail: CheckpointTail | None = None
         self._sync_tail: CheckpointTail | None = None
         self._interval: IntervalWork | None = None
+        # Interval work and topic refreshes failing for long alert (`WorkIncidents`).
+        self._incidents = WorkIncidents(flow.name, flow.mm2assets_alert_work_failing_seconds)
         # Topics the running layout's plan had to skip (planned again at each refresh).
         self._skipped: set[str] = set()
         # Which slot follows each partition while the running job lasts.
@@ -473,7 +479,7 @@ class Follower:
                 Work("progress tail", replicates, PROGRESS_TAIL_PERIOD_S, self._progress_tail),
             ],
             self.reporter.problem,
-            WorkIncidents(flow.name, flow.mm2assets_alert_work_failing_seconds),
+            self._incidents,
             self.reporter.alerts,
         )  # fmt: skip
         self._interval = interval_work
@@ -583,18 +589,30 @@ class Follower:
                 clock.next_skipped_retry = now + clock.retry_skipped_every
                 self._relayout(spark, layout, only_if_fewer_skipped=True)
             clock.replan_failures = 0
+            self._alert(self._incidents.succeeded(TOPIC_REFRESH))
         except Exception as exc:
             # The old layout (if any) keeps copying; try again soon, backing off. A
-            # lease taken over ends the run at the top of the loop.
+            # lease taken over ends the run at the top of the loop. Failing for long alerts:
+            # the replicated set no longer follows the source.
+            self._alert(self._incidents.failed(TOPIC_REFRESH, exc, now))
             clock.replan_failures += 1
             if self.job is None and clock.replan_failures >= LAYOUT_ATTEMPTS:
                 raise FollowerError(
                     f"flow {flow.name}: no layout could start after "
                     f"{clock.replan_failures} attempts: {exc}"
                 ) from exc
-            self.reporter.problem("topic refresh", exc)
+            self.reporter.problem(TOPIC_REFRESH, exc)
             retry = restart_delay(clock.replan_failures, 1.0, clock.refresh_every, flow.name)
             clock.next_refresh = now + retry
+
+    def _alert(self, alerts: list[Alert]) -> None:
+        """Hand alerts to the host; reporting never fails the follower's loop."""
+        if not alerts:
+            return
+        try:
+            self.reporter.alerts(alerts)
+        except Exception as exc:
+            self.reporter.problem("reporting", exc)
 
     def _report(
         self,

@@ -18,9 +18,16 @@ import pytest
 from mm2_assets.definitions import build_definitions
 from mm2_assets.kafka.admin import admin_client
 from mm2_assets.kafka.clients import load_checked_config
+from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.replication.replication_plan import ReplicationPlan
-from mm2_assets.spark.follower import Follower, FollowerReporter, FollowerWindow
+from mm2_assets.spark.follower import (
+    Follower,
+    FollowerReporter,
+    FollowerWindow,
+    ListedTopics,
+    TopicSource,
+)
 from mm2_assets.stores.progress_store import tailed_copy_map
 from mm2_assets_tests.alert_helpers import Webhook
 from mm2_assets_tests.cli_helpers import ROOT
@@ -100,6 +107,7 @@ class RecordingReporter(FollowerReporter):
         self.layouts: list[tuple[int, ReplicationPlan]] = []
         self.windows: list[FollowerWindow] = []
         self.problems: list[str] = []
+        self.raised: list[Alert] = []
 
     def layout(self, plan: ReplicationPlan, generation: int) -> None:
         self.layouts.append((generation, plan))
@@ -110,15 +118,20 @@ class RecordingReporter(FollowerReporter):
     def problem(self, what: str, error: BaseException) -> None:
         self.problems.append(f"{what}: {error}")
 
+    def alerts(self, alerts: list[Alert]) -> None:
+        self.raised.extend(alerts)
+
 
 class RunningFollower:
     """A follower running in a thread of the test process, stopped on exit."""
 
-    def __init__(self, flow: FlowConfig, spark_resource) -> None:
+    def __init__(self, flow: FlowConfig, spark_resource, topics: TopicSource | None = None) -> None:
         self.reporter = RecordingReporter()
         self.stop = threading.Event()
         self.error: BaseException | None = None
-        self.follower = Follower(flow, lambda: spark_resource.spark_session, self.reporter)
+        self.follower = Follower(
+            flow, lambda: spark_resource.spark_session, self.reporter, topics=topics
+        )
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -190,6 +203,64 @@ def test_follower_copies_new_records_and_follows_new_topics(
     # Stopped cleanly: no transaction left open on the remote topics.
     assert open_transactions(backup, f"primary.{first}", 3) == []
     assert open_transactions(backup, f"primary.{second}", 2) == []
+
+
+class FailingWhileSet:
+    """The listener's listing, failing (as a broken set source would) while `failing` is set."""
+
+    def __init__(self, listed: ListedTopics) -> None:
+        self.listed = listed
+        self.failing = threading.Event()
+
+    @property
+    def interval_seconds(self) -> float:
+        return self.listed.interval_seconds
+
+    def __call__(self) -> dict:
+        if self.failing.is_set():
+            raise RuntimeError("the replicated set cannot be read")
+        return dict(self.listed())
+
+
+def test_a_topic_refresh_failing_for_long_alerts_and_its_next_success_closes_it(
+    primary, backup, write_mm2_config, spark_resource
+) -> None:
+    """The follower's topic refresh fails for longer than `mm2assets.alert.work.failing.seconds`
+    (the replicated set no longer follows the source): one `interval_work_failed` alert naming
+    it, while the running layout copies on; once it works again, one close."""
+    prefix = unique("refresh")
+    topic = f"{prefix}-a"
+    create_filled_topic(primary, topic, tricky_records(2, 10, seed=5, ts0=recent_ms(900)))
+    config = follower_config(write_mm2_config, prefix, "mm2assets.alert.work.failing.seconds = 3\n")
+    flow = load_checked_config(config).flows[0]
+    source = FailingWhileSet(
+        ListedTopics(flow, lambda: admin_client({"bootstrap.servers": primary}))
+    )
+
+    def about_refresh() -> list[str]:
+        """The kinds of the topic refresh's alerts since its first failing one."""
+        kinds = [
+            a.kind for a in running.reporter.raised if a.details.get("work") == "topic refresh"
+        ]
+        failed = "interval_work_failed"
+        return kinds[kinds.index(failed) :] if failed in kinds else []
+
+    with RunningFollower(flow, spark_resource, topics=source) as running:
+        wait_for("the backlog", replicated(primary, backup, topic, 2))
+        source.failing.set()
+        failing_since = time.monotonic()
+        wait_for("the failing refresh's alert", about_refresh, 30,
+                 state=lambda: running.reporter.problems[-3:])  # fmt: skip
+        # Within the bound plus a refresh (1 s) and the loop's turn.
+        assert time.monotonic() - failing_since < 3 + 1 + 2
+        # The layout it runs copies on meanwhile.
+        produce(primary, topic, tricky_records(2, 5, seed=6, ts0=recent_ms(800)))
+        wait_for("records while the refresh fails", replicated(primary, backup, topic, 2))
+        source.failing.clear()
+        wait_for("the close", lambda: len(about_refresh()) > 1, 30, state=about_refresh)
+        assert running.error is None, running.error
+    # One alert for the incident, one close: the failing refreshes in between raised nothing.
+    assert about_refresh() == ["interval_work_failed", "interval_work_recovered"]
 
 
 def test_the_follower_keeps_the_copy_map_current_between_reports_and_passes(
