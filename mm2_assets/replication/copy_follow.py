@@ -245,12 +245,6 @@ class FollowCopier(Copier):
         # A recreated topic's partitions: a consumer that read the old topic may keep its
         # metadata and fetch nothing of the new one (see `Copier._assign`).
         self._stale_consumer |= any(lane.result.restarted for lane in started)
-        # Watched until they fetch (`new_topic_watch`): those, and partitions the layout
-        # moved to another incarnation after the copy met it (their lane started over here).
-        replaced = {lane.key for lane in dropped}
-        for lane in started:
-            if lane.result.restarted or lane.key in replaced:
-                self.new_topics.moved(lane.key, lane.position, time.monotonic())
         self.lanes[:] = kept + started
         self.by_partition = {lane.key: lane for lane in self.lanes}
         self.spec = spec

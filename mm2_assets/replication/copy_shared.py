@@ -40,7 +40,6 @@ from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.mm2.copy_map import CopiedRun, copied_runs
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
-from mm2_assets.replication.new_topic_watch import RENEWALS, NewTopicWatches, Verdict
 from mm2_assets.replication.offset_sync_writer import OffsetSyncWriter
 from mm2_assets.stores.progress_store import read_progress
 from mm2_assets.stores.topic_reader import TopicReadError
@@ -508,12 +507,6 @@ class Copier(ABC):
         self._stale_consumer = False
         """Whether a lane moved to a recreated topic: the consumer is replaced before the
         next assignment (`_assign`)."""
-        self.new_topics = NewTopicWatches()
-        """Lanes that moved to a recreated topic, until their consumer fetches from it."""
-        now = time.monotonic()
-        for lane in lanes:
-            if lane.result.restarted:
-                self.new_topics.moved(lane.key, lane.position, now)
         self.syncs = OffsetSyncWriter(
             flow=spec.flow,
             topic=spec.offset_syncs_topic,
@@ -590,7 +583,6 @@ class Copier(ABC):
         """The partitions of `lanes` not done, at their positions; a lane with no position
         yet starts at its partition's log start (a topic gone by then stops the lane)."""
         assignment = []
-        now = time.monotonic()
         for lane in lanes:
             if lane.done:
                 continue
@@ -613,7 +605,6 @@ class Copier(ABC):
                     # copied: mark the progress as not yet recorded.
                     lane.result.next_offset = -1
             assignment.append(TopicPartition(part.source_topic, part.partition, lane.position))
-            self.new_topics.assigned(lane.key, lane.position, now)
         return assignment
 
     def _finish(self, lane: Lane) -> None:
@@ -666,7 +657,6 @@ class Copier(ABC):
             if now_id is not None:
                 lane.topic_id = now_id
             self._stale_consumer = True
-            self.new_topics.moved(lane.key, low, time.monotonic())
             # Progress moves back now (written even if nothing is copied, see `_assign`).
             lane.result.next_offset = -1
         elif lane.position < low:
@@ -783,8 +773,6 @@ class Copier(ABC):
             fetched.drained = len(messages) < ask[0]
             self._copy_fetched(fetched, polled_at)
             self._after_fetch(fetched)
-            if self.new_topics:
-                self._watch_new_topics()
             self.producer.poll(0)
 
     @abstractmethod
@@ -842,7 +830,6 @@ class Copier(ABC):
             return
         if code == KafkaError._PARTITION_EOF:
             fetched.ends.append((lane, msg.offset()))
-            self.new_topics.heard(lane.key, time.monotonic())
         elif code == KafkaError._AUTO_OFFSET_RESET or self._gone(lane, error):
             fetched.out_of_range.append(lane)
 
@@ -876,47 +863,6 @@ class Copier(ABC):
                     return  # the moved lanes are moved, the others read again
             for lane in fetched.out_of_range:
                 self._out_of_range(lane)
-            self._assign()
-
-    def _watch_new_topics(self) -> None:
-        """Replace the consumer when a lane that moved to a recreated topic heard nothing
-        for a while though the source holds records past its position, or its consumer
-        cannot say (`new_topic_watch`); fail the attempt when new consumers did not help."""
-        now = time.monotonic()
-        renew: list[str] = []
-        for key in self.new_topics.watched():
-            lane = self.by_partition.get(key)
-            position = None if lane is None or lane.done else lane.position
-            if self.new_topics.verdict(key, position, now) is not Verdict.ASK or position is None:
-                continue
-            try:
-                # Short: a healthy source answers in milliseconds, and a transaction may be
-                # open. A consumer that cannot even ask is as stuck as one that asks and does
-                # not fetch (its metadata of the topic may be what is wrong).
-                _, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(*key), timeout=2, cached=False
-                )
-                end = f"the log ends at {high}"
-            except KafkaException as exc:
-                high, end = None, f"its consumer cannot tell where the log ends: {exc}"
-            if high is not None and high <= position:
-                self.new_topics.idle(key, now)
-                continue
-            where = f"{key[0]}-{key[1]}"
-            if not self.new_topics.stuck(key):
-                raise CopyError(
-                    f"{self.spec.describe()}: {where}: nothing fetched of the recreated topic "
-                    f"at {position} with {RENEWALS} new consumers ({end})"
-                )
-            renew.append(f"{where} (at {position}, {end})")
-        if renew:
-            log.warning(
-                "%s: nothing fetched of the recreated topic for a while though records wait: "
-                "%s; starting a new consumer",
-                self.spec.flow,
-                ", ".join(renew),
-            )
-            self._stale_consumer = True
             self._assign()
 
     def _quiet_work(self) -> bool:
