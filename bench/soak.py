@@ -783,6 +783,13 @@ def layout_time(instance: dg.DagsterInstance, run_id: str) -> float | None:
     return None
 
 
+def first_follower_start(instance: dg.DagsterInstance, flow: FlowConfig) -> float | None:
+    """When the flow's first follower run started (epoch seconds), asked once it copies."""
+    records = instance.get_run_records(dg.RunsFilter(job_name=f"{flow.key}__follower"))
+    starts = [r.start_time for r in records if r.start_time]
+    return min(starts) if starts else None
+
+
 def dagster_facts(instance: dg.DagsterInstance, flow: FlowConfig) -> dict:
     """The runs (status, start, end, last messages), the `checkpoints` materializations and
     each follower run's first layout time, read after the daemon stopped."""
@@ -1229,8 +1236,13 @@ def markdown(report: dict) -> str:
     left = stop.get("leftovers", [])
     left_note = f" (`{'; '.join(left)[:300]}`)" if left else ""
     lines += [
-        f"Start-up (not measured): daemon start → follower run started "
-        f"{fmt(start.get('run_started_s'), '.1f')} s, → every probe on the target "
+        "Start-up (not measured): daemon start → follower run started "
+        + (
+            f"{fmt(start['run_started_s'], '.1f')} s"
+            if start.get("run_started_s") is not None
+            else "not recorded (the run was removed by retention before the end)"
+        )
+        + f", → every probe on the target "
         f"{fmt(start.get('ready_s'), '.1f')} s. Stop: SIGTERM to the daemon's process group, "
         f"{fmt(stop.get('stop_s'), '.1f')} s, exit code {stop.get('exit_code')}, processes "
         f"left: {len(left)}{left_note}.",
@@ -1574,6 +1586,9 @@ def soak(args: argparse.Namespace, report: dict) -> None:
                 report["startup"] = {"ready_s": ready_s}
                 print(f"soak: follower ready after {ready_s:.1f} s", flush=True)
                 events = EventLog(home)
+                first = first_follower_start(events.instance, flow)
+                if first is not None:
+                    report["startup"]["run_started_s"] = first - daemon_started
                 t0 = time.time()
                 report["t0"] = t0
                 warm_end = t0 + args.warmup_minutes * 60
@@ -1640,7 +1655,9 @@ def soak(args: argparse.Namespace, report: dict) -> None:
     facts = dagster_facts(events.instance, flow)
     report["daemon_started"] = daemon_started
     follower_runs = [r for r in facts["runs"] if r["job"] == f"{flow.key}__follower"]
-    if follower_runs and follower_runs[0]["start"]:
+    # Read at the start (`first_follower_start`): a long soak's retention removes the first
+    # runs before the end.
+    if "run_started_s" not in report["startup"] and follower_runs and follower_runs[0]["start"]:
         report["startup"]["run_started_s"] = follower_runs[0]["start"] - daemon_started
     report["runs"] = facts["runs"]
     report["layouts"] = facts["layouts"]
