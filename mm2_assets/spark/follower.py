@@ -334,10 +334,10 @@ class Follower:
         """Hand `plan` to the running copy tasks: each slot's new partitions are recorded
         with the lease's next generation, and the tasks take them up without their Spark job
         being restarted (a slot whose partitions did not change goes on without a pause).
-        False, with nothing changed, when the running job cannot take it (no job, one with
-        no task: the set was empty, a failed one, or a slot left with nothing to follow)."""
+        False, with nothing changed, when the running job cannot take it (no job, a failed
+        one, a slot left with nothing to follow, or no slot at all: the set was empty)."""
         job, sticky, lease = self.job, self._sticky, self.lease
-        if job is None or not job.specs or job.error is not None or None in (sticky, lease):
+        if job is None or job.error is not None or sticky is None or lease is None:
             return False
         groups = sticky.place(plan.ranges)
         if groups is None:
@@ -512,7 +512,7 @@ class Follower:
             now = time.monotonic()
             interval_work.drain()
             if refreshes and now >= clock.next_refresh:
-                self._refresh_topics(spark, now, clock)
+                self._refresh_topics(spark, now, clock, interval_work)
             if now >= clock.next_report:
                 clock.next_report = now + clock.report_every
                 ended = time.time()
@@ -575,7 +575,9 @@ class Follower:
             ) from job.error
         return False
 
-    def _refresh_topics(self, spark: Any, now: float, clock: _WatchClock) -> None:
+    def _refresh_topics(
+        self, spark: Any, now: float, clock: _WatchClock, interval_work: IntervalWork
+    ) -> None:
         """One topic refresh: a new layout when the replicated set changed (or none runs),
         another plan for skipped topics now and then; failures back off."""
         flow = self.flow
@@ -589,12 +591,12 @@ class Follower:
                 clock.next_skipped_retry = now + clock.retry_skipped_every
                 self._relayout(spark, layout, only_if_fewer_skipped=True)
             clock.replan_failures = 0
-            self._alert(self._incidents.succeeded(TOPIC_REFRESH))
+            interval_work.alert(self._incidents.succeeded(TOPIC_REFRESH))
         except Exception as exc:
             # The old layout (if any) keeps copying; try again soon, backing off. A
             # lease taken over ends the run at the top of the loop. Failing for long alerts:
             # the replicated set no longer follows the source.
-            self._alert(self._incidents.failed(TOPIC_REFRESH, exc, now))
+            interval_work.alert(self._incidents.failed(TOPIC_REFRESH, exc, now))
             clock.replan_failures += 1
             if self.job is None and clock.replan_failures >= LAYOUT_ATTEMPTS:
                 raise FollowerError(
@@ -604,15 +606,6 @@ class Follower:
             self.reporter.problem(TOPIC_REFRESH, exc)
             retry = restart_delay(clock.replan_failures, 1.0, clock.refresh_every, flow.name)
             clock.next_refresh = now + retry
-
-    def _alert(self, alerts: list[Alert]) -> None:
-        """Hand alerts to the host; reporting never fails the follower's loop."""
-        if not alerts:
-            return
-        try:
-            self.reporter.alerts(alerts)
-        except Exception as exc:
-            self.reporter.problem("reporting", exc)
 
     def _report(
         self,

@@ -71,15 +71,16 @@ class IntervalWork:
             except Exception as exc:  # interval work must not stop replication
                 self._reports.append(lambda e=exc: self._on_problem(work.name, e))
                 if self._incidents is not None:
-                    self._alert(self._incidents.failed(work.name, exc, started))
+                    self.alert(self._incidents.failed(work.name, exc, started))
             else:
                 if report is not None:
                     self._reports.append(report)
                 if self._incidents is not None:
-                    self._alert(self._incidents.succeeded(work.name))
+                    self.alert(self._incidents.succeeded(work.name))
             self._stop.wait(max(0.0, next_run - time.monotonic()))
 
-    def _alert(self, alerts: list[Alert]) -> None:
+    def alert(self, alerts: list[Alert]) -> None:
+        """Hand `alerts` to the host at the next `drain` (any thread may call it)."""
         if alerts and self._on_alerts is not None:
             on_alerts = self._on_alerts
             self._reports.append(lambda: on_alerts(alerts))
