@@ -116,7 +116,7 @@ from mm2_assets.replication.copy_task import CopyResult, run_copy_task
 from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
 from mm2_assets.stores.checkpoint_store import CheckpointTail
 from mm2_assets.stores.offset_syncs import OffsetSyncTail
-from mm2_assets.stores.progress_store import close_progress_tails
+from mm2_assets.stores.progress_store import close_flow_progress_tail
 from mm2_assets.stores.writer_lease import WriterLease
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -528,7 +528,7 @@ def measure(args: argparse.Namespace, report: dict) -> None:
         stack.callback(records.close)
         # emit_checkpoints tails the progress topic through a process-wide tail: closed
         # before the clusters stop, or its consumer retries them until the process exits.
-        stack.callback(close_progress_tails)
+        stack.callback(close_flow_progress_tail, flow)
         lease = stack.enter_context(
             WriterLease(flow, slots=args.slots, what="bench/checkpoint_pass.py")
         )

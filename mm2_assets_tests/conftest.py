@@ -18,8 +18,7 @@ from mm2_assets.local.launcher import (
     LocalCluster,
     running_clusters,
 )
-from mm2_assets.stores.progress_store import close_progress_tails
-from mm2_assets_tests.kafka_helpers import Pair, mm2_properties
+from mm2_assets_tests.kafka_helpers import Pair, close_progress_tails, mm2_properties
 
 # Brokers that serve tests need no C2 compiler (about 40 % less broker CPU on a suite that is
 # CPU-bound on two cores), no concurrent collector for their small heaps and no performance

@@ -33,6 +33,7 @@ from mm2_assets.local.launcher import (
 )
 from mm2_assets.local.runtime import classpath, java_executable, log4j_config
 from mm2_assets.mm2.wire import Heartbeat
+from mm2_assets.stores import progress_store
 from mm2_assets.stores.topic_reader import READ_TIMEOUT_S, read_decoded
 
 
@@ -355,3 +356,15 @@ def open_transactions(
     committed = end_offsets(admin, wanted, cluster=cluster)
     written = end_offsets(admin, wanted, cluster=cluster, committed_only=False)
     return sorted(tp for tp in wanted if committed[tp] != written[tp])
+
+
+def close_progress_tails() -> None:
+    """Close every progress tail this test process opened (its clusters are going away).
+    The product closes a flow's tail when its follower ends or it idles; only a test process
+    drops whole clusters under tails it may still hold, so this reaches into the store."""
+    with progress_store._TAILS_LOCK:
+        tails = list(progress_store._TAILS.values())
+        progress_store._TAILS.clear()
+    for tail in tails:
+        with tail.lock:
+            tail.close()

@@ -325,13 +325,3 @@ def close_flow_progress_tail(flow: FlowConfig) -> None:
     if tail is not None:
         with tail.lock:
             tail.close()
-
-
-def close_progress_tails() -> None:
-    """Close every progress tail of this process (its clusters are going away)."""
-    with _TAILS_LOCK:
-        tails = list(_TAILS.values())
-        _TAILS.clear()
-    for tail in tails:
-        with tail.lock:
-            tail.close()
