@@ -1018,6 +1018,9 @@ def bucket_row(
         "storage_mb_per_min": rate_of(window, "storage_mb", 60),
         "storage_mb_end": window[-1].get("storage_mb") if window else None,
         "storage_parts_mb_end": window[-1].get("storage_parts_mb") if window else None,
+        "storage_mb_peak_without_ticks": max(
+            (held for held in map(held_without_ticks, window) if held is not None), default=None
+        ),
         "runs_end": window[-1].get("runs") if window else None,
         "loadavg_1m": statistics.fmean([s["loadavg_1m"] for s in window]) if window else None,
         "machine_busy_cores": rate_of(window, "machine_busy_s"),
@@ -1061,10 +1064,11 @@ def storage_table(buckets: list[dict]) -> list[str]:
     parts = sorted({k for b in buckets for k in (b.get("storage_parts_mb_end") or {})})
     lines = [
         "",
-        "DAGSTER_HOME at each bucket's end, MB by part, and the runs the instance holds:",
+        "DAGSTER_HOME at each bucket's end, MB by part, and the runs the instance holds; "
+        f"its peak without the ticks (`{TICK_STORE}`) over the bucket:",
         "",
-        "| minutes | total | " + " | ".join(parts) + " | runs |",
-        "|---|---|" + "---|" * len(parts) + "---|",
+        "| minutes | total | " + " | ".join(parts) + " | runs | peak without ticks |",
+        "|---|---|" + "---|" * len(parts) + "---|---|",
     ]
     for b in buckets:
         held = b.get("storage_parts_mb_end") or {}
@@ -1072,7 +1076,8 @@ def storage_table(buckets: list[dict]) -> list[str]:
             f"| {b['bucket']} {b['from_min']:g}-{b['to_min']:g} "
             f"| {fmt(b.get('storage_mb_end'), '.1f')} | "
             + " | ".join(fmt(held.get(k), ".1f") for k in parts)
-            + f" | {b.get('runs_end', '-')} |"
+            + f" | {b.get('runs_end', '-')} "
+            f"| {fmt(b.get('storage_mb_peak_without_ticks'), '.1f')} |"
         )
     return lines
 
@@ -1411,8 +1416,32 @@ def headline(report: dict) -> dict:
 def render(path: Path) -> int:
     """Write the markdown beside `path` (a run's JSON: soak.json → soak.md) again from it."""
     report = json.loads(path.read_text())
+    if report.get("params", {}).get("long"):
+        fill_storage_peaks(report)
+        report["verdicts"] = [
+            *(v for v in report["verdicts"] if not v["goal"].startswith(STORAGE_GOALS)),
+            *storage_verdicts(report),
+        ]
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     path.with_suffix(".md").write_text(markdown(report))
     return 0
+
+
+STORAGE_GOALS = ("DAGSTER_HOME", "sensor ticks", "written to DAGSTER_HOME")
+"""How `storage_verdicts`' goals begin: a rendering replaces them by the current ones."""
+
+
+def fill_storage_peaks(report: dict) -> None:
+    """Each bucket's peak without the ticks, from the run's samples, where the run's script
+    did not compute it yet (runs before it did)."""
+    t0, samples = report["t0"], report.get("samples") or []
+    for b in [*report["warmup"], *report["buckets"]]:
+        if b.get("storage_mb_peak_without_ticks") is None:
+            start, end = t0 + b["from_min"] * 60, t0 + b["to_min"] * 60
+            held = [held_without_ticks(s) for s in samples if start <= s["t"] <= end]
+            b["storage_mb_peak_without_ticks"] = max(
+                (h for h in held if h is not None), default=None
+            )
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -1712,6 +1741,14 @@ TICK_STORE = "schedules"
 `purge_after_days`), which `--long` cannot compress: within an hour it only grows."""
 
 
+def held_without_ticks(sample: dict) -> float | None:
+    """MB DAGSTER_HOME held at one sample, without the tick store (see `TICK_STORE`)."""
+    total = sample.get("storage_mb")
+    if total is None:
+        return None
+    return total - (sample.get("storage_parts_mb") or {}).get(TICK_STORE, 0.0)
+
+
 def held_mb(bucket: dict, *, ticks: bool) -> float | None:
     """MB DAGSTER_HOME held at the bucket's end: all of it, or without the tick store."""
     total = bucket.get("storage_mb_end")
@@ -1721,15 +1758,52 @@ def held_mb(bucket: dict, *, ticks: bool) -> float | None:
     return total - parts.get(TICK_STORE, 0.0)
 
 
+def hour_peaks(buckets: list[dict], settle_min: float) -> tuple[float, float, float] | None:
+    """The issue's windows: DAGSTER_HOME's peak without the ticks over the hour after
+    retention first applies (`settle_min` into the soak) and over the last hour, and the
+    minutes the two overlap; None when the soak ends before that first hour does."""
+    begin = buckets[0]["from_min"] + settle_min
+    end = buckets[-1]["to_min"]
+    if end < begin + 60:
+        return None
+    first = [b for b in buckets if b["from_min"] >= begin and b["to_min"] <= begin + 60]
+    last = [b for b in buckets if b["from_min"] >= end - 60]
+    peaks = [
+        [b["storage_mb_peak_without_ticks"] for b in hour]
+        for hour in (first, last)
+        if all(b.get("storage_mb_peak_without_ticks") is not None for b in hour)
+    ]
+    if len(peaks) != 2 or not all(peaks):
+        return None
+    return max(peaks[0]), max(peaks[1]), max(0.0, begin + 60 - (end - 60))
+
+
 def storage_verdicts(report: dict) -> list[dict]:
     """`--long`'s goals: storage flat once retention applies (without the sensor ticks,
     which Dagster keeps by whole days: their growth is reported beside, with their bound),
     and its cost per day (informational here: the time is compressed; the day's cost at the
-    defaults is `bench/storage_kinds.py`'s)."""
+    defaults is `bench/storage_kinds.py`'s). With an hour after retention applies and a last
+    hour, the goal is the issue's: the last hour's peak within 1.10x the first's (a peak, not
+    a bucket's end: a follower run's event log grows until its hand-over, so an end depends
+    on where the bucket falls in a run's life); shorter soaks compare bucket ends."""
     settle_min = (LONG_MAX_AGE_S + LONG_RETENTION_S) / 60
     buckets = report["buckets"]
     settled = [b for b in buckets if b["from_min"] >= settle_min + buckets[0]["from_min"]]
     out = []
+    peaks = hour_peaks(buckets, settle_min)
+    if peaks is not None:
+        a, b, overlap = peaks
+        ratio = b / a if a else None
+        both = f" (the two hours share {overlap:g} min)" if overlap else ""
+        out.append(
+            {
+                "goal": "DAGSTER_HOME without the sensor ticks flat once retention applies: "
+                f"its peak over the last hour ≤ {GOAL_RATIO:.2f}x its peak over the hour "
+                f"after retention first applies ({settle_min:g} min into the soak){both}",
+                "measured": f"{a:.1f} → {b:.1f} MB ({fmt(ratio, '.2f')}x)",
+                "met": None if ratio is None else ratio <= GOAL_RATIO,
+            }
+        )
     if settled and settled[0] is not buckets[-1]:
         first, last = settled[0], buckets[-1]
         a, b = held_mb(first, ticks=False), held_mb(last, ticks=False)
@@ -1738,9 +1812,10 @@ def storage_verdicts(report: dict) -> list[dict]:
             {
                 "goal": f"DAGSTER_HOME without the sensor ticks flat once retention applies: "
                 f"the last bucket's end ≤ {GOAL_RATIO:.2f}x the end of {first['bucket']} (the "
-                f"first bucket {settle_min:g} min into the soak)",
+                f"first bucket {settle_min:g} min into the soak)"
+                + (" (reported: the hours above are the goal)" if peaks is not None else ""),
                 "measured": f"{fmt(a, '.1f')} → {fmt(b, '.1f')} MB ({fmt(ratio, '.2f')}x)",
-                "met": None if ratio is None else ratio <= GOAL_RATIO,
+                "met": None if ratio is None or peaks is not None else ratio <= GOAL_RATIO,
             }
         )
         ta, tb = held_mb(first, ticks=True), held_mb(last, ticks=True)
