@@ -12,8 +12,8 @@ space (`mm2.writer_lease`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient
@@ -59,6 +59,35 @@ class ReplicationPlan:
     created: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Internal topics that compaction cannot bound, each with the command that fixes it."""
+
+
+def merge_change(
+    before: ReplicationPlan, change: ReplicationPlan, kept: Collection[str]
+) -> ReplicationPlan:
+    """A follower's plan after its replicated set changed, planning only the change: the
+    `kept` topics as `before` planned them, the others as `change` (a plan of just the added
+    and changed topics) plans them now. What `before` decided for the kept topics (MM2
+    positions adopted, incarnations restarted) was reported with it, so their states no
+    longer say so; the running copy tasks keep following those partitions where they are."""
+    kept = set(kept)
+    return ReplicationPlan(
+        flow=before.flow,
+        remote_topics={
+            **{t: r for t, r in before.remote_topics.items() if t in kept},
+            **change.remote_topics,
+        },
+        states=[
+            replace(s, adopted=False, recreated_from=None) for s in before.states if s.topic in kept
+        ]
+        + change.states,
+        ranges=[r for r in before.ranges if r.source_topic in kept] + change.ranges,
+        skipped={
+            **{t: why for t, why in before.skipped.items() if t in kept},
+            **change.skipped,
+        },
+        created=list(change.created),
+        warnings=list(change.warnings),
+    )
 
 
 T = TypeVar("T")

@@ -63,6 +63,7 @@ from mm2_assets.replication.replication_plan import (
     ReplicationPlan,
     StickySlots,
     assign_tasks,
+    merge_change,
     plan_replication,
 )
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
@@ -284,13 +285,13 @@ class Follower:
                 self._admins[side] = flow_admin(self.flow, side)
             return self._admins[side]
 
-    def _plan(self, layout: Mapping[str, ReplicatedTopic]) -> ReplicationPlan:
-        """Plan following `layout`, from the progress this process tails: a follower plans
+    def _plan(self, topics: Iterable[str]) -> ReplicationPlan:
+        """Plan following `topics`, from the progress this process tails: a follower plans
         at every change of its replicated set, and the whole progress topic holds up to a
         segment's worth of commits (at 2,000 records/s, up to a million records: seconds)."""
         return plan_replication(
             self.flow,
-            sorted(layout),
+            sorted(topics),
             follow=True,
             progress=lambda: tailed_flow_progress(self.flow, complete=True),
         )
@@ -316,10 +317,15 @@ class Follower:
         `only_if_fewer_skipped` (same topics, some skipped before), the new layout starts only
         if the plan now takes more of them."""
         assert self.lease is not None
+        change = None if only_if_fewer_skipped else self._plan_change(layout)
+        if change is not None and self._relayout_in_place(change, layout):
+            return
         plan = self._plan(layout)
         if only_if_fewer_skipped and not set(plan.skipped) < self._skipped:
             return
-        if self._relayout_in_place(plan, layout):
+        # A change the running job could not take (a slot left empty) needs every slot
+        # fenced whatever the plan: no second try in place.
+        if change is None and self._relayout_in_place(plan, layout):
             return
         # No layout until the next one runs: a failure below is retried from scratch.
         self._layout = {}
@@ -327,6 +333,19 @@ class Follower:
         # A new generation, then every slot fenced: nothing of the old layout commits later.
         self.lease.fence()
         self._run_plan(spark, plan, layout)
+
+    def _plan_change(self, layout: Mapping[str, ReplicatedTopic]) -> ReplicationPlan | None:
+        """The plan for `layout` when a running job may take it up in place, planning only
+        the topics added or changed since the running layout (`merge_change`): at thousands
+        of partitions a whole plan lists the end offsets and progress of every one of them
+        while the new topic waits. None when no job runs to take it up."""
+        before, job = self.plan, self.job
+        if before is None or job is None or job.error is not None:
+            return None
+        changed = [t for t, topic in layout.items() if self._layout.get(t) != topic]
+        kept = [t for t in layout if self._layout.get(t) == layout[t]]
+        change = self._plan(changed) if changed else ReplicationPlan(flow=self.flow.name)
+        return merge_change(before, change, kept)
 
     def _relayout_in_place(
         self, plan: ReplicationPlan, layout: Mapping[str, ReplicatedTopic]

@@ -17,7 +17,12 @@ from mm2_assets.replication.offset_sync_writer import (
     offset_syncs_for_batch,
     throttle_offset_syncs,
 )
-from mm2_assets.replication.replication_plan import StickySlots, spread
+from mm2_assets.replication.replication_plan import (
+    ReplicationPlan,
+    StickySlots,
+    merge_change,
+    spread,
+)
 from mm2_assets.replication.replication_state import PartitionState
 
 
@@ -237,3 +242,52 @@ def test_only_partitions_never_followed_and_never_copied_start_without_reading_p
     assert sticky.place(a) is not None
     assert sticky.place(a + b) is not None
     assert sticky.fresh(states) == set()
+
+
+def test_a_change_planned_alone_keeps_the_rest_as_planned_and_moves_no_partition() -> None:
+    a, b = _ranges(("a", 0), ("a", 1)), _ranges(("b", 0))
+    before = ReplicationPlan(
+        flow="f",
+        remote_topics={"a": "p.a", "b": "p.b", "gone": "p.gone"},
+        states=[
+            PartitionState("a", 0, 5, 9, adopted=True),  # reported when it was planned
+            PartitionState("a", 1, 0, 9, recreated_from=7),
+            PartitionState("b", 0, 3, 9),
+            PartitionState("gone", 0, 1, 9),
+        ],
+        ranges=[*a, *b, *_ranges(("gone", 0))],
+        skipped={"s": "no configs", "gone-too": "no configs"},
+        created=["p.a"],
+        warnings=["old warning"],
+    )
+    sticky = StickySlots(spread(before.ranges, 2))
+    change = ReplicationPlan(
+        flow="f",
+        remote_topics={"c": "p.c"},
+        states=[PartitionState("c", 0, 0, 2, progressed=False)],
+        ranges=_ranges(("c", 0)),
+        skipped={"d": "no configs"},
+        created=["p.c"],
+    )
+    merged = merge_change(before, change, kept=["a", "b", "s"])
+    assert merged.remote_topics == {"a": "p.a", "b": "p.b", "c": "p.c"}
+    assert merged.ranges == [*a, *b, *change.ranges]
+    assert merged.skipped == {"s": "no configs", "d": "no configs"}
+    assert merged.created == ["p.c"] and merged.warnings == []
+    # What the first plan adopted and restarted was said then, not at every change since.
+    assert not any(s.adopted or s.recreated_from is not None for s in merged.states)
+    assert [(s.topic, s.next_offset) for s in merged.states] == [
+        ("a", 5),
+        ("a", 0),
+        ("b", 3),
+        ("c", 0),
+    ]
+    # The running slots take it up in place: the kept partitions stay on their slots
+    # ({a-0, b-0} and {a-1, gone-0} before), the new one joins the slot that lost one.
+    groups = sticky.place(merged.ranges)
+    assert groups is not None
+    assert [[(r.source_topic, r.partition) for r in g] for g in groups] == [
+        [("a", 0), ("b", 0)],
+        [("a", 1), ("c", 0)],
+    ]
+    assert sticky.fresh(merged.states) == {("c", 0)}
