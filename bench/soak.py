@@ -75,9 +75,11 @@ Long mode (`--long`, issue 46): time compressed for storage. Follower runs hand 
 by default): within the hour the storage reaches the steady state a deployment reaches after a
 week. Each bucket then also reports what DAGSTER_HOME holds at its end, by part (the run
 database, each run's event log, the index of asset events, compute logs, the alert outbox),
-and the runs kept; the goal is a flat total once retention applies (the last bucket's end
-within 1.10x the end of the first bucket that starts after one maximum age plus the
-retention), with 0 lost and 0 duplicated through every hand-over.
+and the runs kept, and its peak without the sensor ticks over the bucket. The goals, once
+retention applies (one maximum age plus the retention into the soak): DAGSTER_HOME without the
+ticks flat (its peak over the last hour within 1.10x its peak over the hour after retention
+first applies; a soak shorter than that hour compares bucket ends), the daemon tree's RSS flat
+over the same hours, and 0 lost and 0 duplicated through every hand-over.
 
 Usage: `.venv/bin/python bench/soak.py [--minutes 60] [--warmup-minutes 5] [--rate 2000]
 [--churn-minutes 10] [--prefill-syncs 5000000] [--long] [--out DIR]`; `--render JSON` writes the
@@ -1758,24 +1760,45 @@ def held_mb(bucket: dict, *, ticks: bool) -> float | None:
     return total - parts.get(TICK_STORE, 0.0)
 
 
-def hour_peaks(buckets: list[dict], settle_min: float) -> tuple[float, float, float] | None:
-    """The issue's windows: DAGSTER_HOME's peak without the ticks over the hour after
-    retention first applies (`settle_min` into the soak) and over the last hour, and the
-    minutes the two overlap; None when the soak ends before that first hour does."""
+def settled_hours(
+    buckets: list[dict], settle_min: float
+) -> tuple[list[dict], list[dict], float] | None:
+    """The issue's windows: the buckets of the hour after retention first applies
+    (`settle_min` into the soak) and of the last hour, and the minutes the two share; None
+    when the soak ends before that first hour does."""
     begin = buckets[0]["from_min"] + settle_min
     end = buckets[-1]["to_min"]
     if end < begin + 60:
         return None
     first = [b for b in buckets if b["from_min"] >= begin and b["to_min"] <= begin + 60]
     last = [b for b in buckets if b["from_min"] >= end - 60]
-    peaks = [
-        [b["storage_mb_peak_without_ticks"] for b in hour]
-        for hour in (first, last)
-        if all(b.get("storage_mb_peak_without_ticks") is not None for b in hour)
-    ]
-    if len(peaks) != 2 or not all(peaks):
+    if not first or not last:
         return None
-    return max(peaks[0]), max(peaks[1]), max(0.0, begin + 60 - (end - 60))
+    return first, last, max(0.0, begin + 60 - (end - 60))
+
+
+def hour_peaks(buckets: list[dict], settle_min: float) -> tuple[float, float, float] | None:
+    """DAGSTER_HOME's peak without the ticks over each of the `settled_hours`, and the
+    minutes they share; None without both hours' samples."""
+    hours = settled_hours(buckets, settle_min)
+    if hours is None:
+        return None
+    first, last, overlap = hours
+    peaks = [[b.get("storage_mb_peak_without_ticks") for b in hour] for hour in (first, last)]
+    if any(p is None for hour in peaks for p in hour):
+        return None
+    return max(peaks[0]), max(peaks[1]), overlap
+
+
+def hour_rss(buckets: list[dict], settle_min: float) -> tuple[float, float] | None:
+    """The daemon tree's mean RSS over each of the `settled_hours` (MB); None without them."""
+    hours = settled_hours(buckets, settle_min)
+    if hours is None:
+        return None
+    means = [[b["rss_mean_mb"] for b in hour if b.get("rss_mean_mb")] for hour in hours[:2]]
+    if not all(means):
+        return None
+    return statistics.fmean(means[0]), statistics.fmean(means[1])
 
 
 def storage_verdicts(report: dict) -> list[dict]:
@@ -1802,6 +1825,18 @@ def storage_verdicts(report: dict) -> list[dict]:
                 f"after retention first applies ({settle_min:g} min into the soak){both}",
                 "measured": f"{a:.1f} → {b:.1f} MB ({fmt(ratio, '.2f')}x)",
                 "met": None if ratio is None else ratio <= GOAL_RATIO,
+            }
+        )
+    rss = hour_rss(buckets, settle_min)
+    if rss is not None:
+        a, b = rss
+        out.append(
+            {
+                "goal": "RSS of the daemon's tree flat once retention applies: its mean over the "
+                f"last hour ≤ {GOAL_RATIO:.2f}x its mean over the hour after retention first "
+                "applies (the first bucket's, above, includes the warm-up of a young instance)",
+                "measured": f"{a:.0f} → {b:.0f} MB ({b / a:.2f}x)",
+                "met": b / a <= GOAL_RATIO,
             }
         )
     if settled and settled[0] is not buckets[-1]:

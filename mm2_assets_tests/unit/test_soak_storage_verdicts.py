@@ -15,7 +15,9 @@ def soak() -> ModuleType:
     return load_bench_script("soak")
 
 
-def buckets(peaks: list[float], *, minutes: float = 5, start: float = 2) -> list[dict]:
+def buckets(
+    peaks: list[float], *, minutes: float = 5, start: float = 2, rss: list[float] | None = None
+) -> list[dict]:
     """Buckets of `minutes` from `start`, each with its peak; the end (with 1 MB of ticks
     more each bucket) is below the peak, as mid-run of a follower."""
     return [
@@ -27,6 +29,7 @@ def buckets(peaks: list[float], *, minutes: float = 5, start: float = 2) -> list
             "storage_mb_end": peak - 0.5 + i,
             "storage_parts_mb_end": {"schedules": float(i)},
             "storage_mb_per_min": 0.1,
+            "rss_mean_mb": rss[i] if rss else 1700.0,
         }
         for i, peak in enumerate(peaks)
     ]
@@ -52,7 +55,8 @@ def test_the_goal_compares_the_last_hours_peak_with_the_first_settled_hours(
     flat = soak.storage_verdicts({"buckets": buckets([1.0, 2.0, 3.0] + [3.0] * 24)})
     assert flat[0]["met"] is True
     # The bucket ends, phase-dependent, are reported but not judged once hours can be.
-    assert "reported" in flat[1]["goal"] and flat[1]["met"] is None
+    ends = next(v for v in flat if "bucket's end" in v["goal"])
+    assert "reported" in ends["goal"] and ends["met"] is None
 
 
 def test_hours_that_overlap_say_so_and_a_soak_shorter_than_one_settled_hour_has_none(
@@ -64,3 +68,21 @@ def test_hours_that_overlap_say_so_and_a_soak_shorter_than_one_settled_hour_has_
     short = soak.storage_verdicts({"buckets": buckets([1.0, 2.0, 3.0, 3.0, 3.0, 3.3])})
     # Without an hour the bucket ends are the goal, as before.
     assert short[0]["met"] is False and "reported" not in short[0]["goal"]
+
+
+def test_rss_is_judged_over_the_same_hours_not_against_a_young_instances_first_bucket(
+    soak: ModuleType,
+) -> None:
+    # 1,500 MB in the first buckets (a young instance), 1,700 once settled, 1,800 at the end.
+    rss = [1500.0] * 3 + [1700.0] * 12 + [1700.0] * 6 + [1800.0] * 6
+    verdicts = soak.storage_verdicts({"buckets": buckets([3.0] * 27, rss=rss)})
+    judged = next(v for v in verdicts if v["goal"].startswith("RSS"))
+    assert judged["measured"] == "1700 → 1750 MB (1.03x)"
+    assert judged["met"] is True
+    grown = [1500.0] * 15 + [1900.0] * 12
+    judged = next(
+        v
+        for v in soak.storage_verdicts({"buckets": buckets([3.0] * 27, rss=grown)})
+        if v["goal"].startswith("RSS")
+    )
+    assert judged["met"] is False
