@@ -32,6 +32,7 @@ from mm2_assets.kafka.admin import (
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_topic
+from mm2_assets.mm2.replicated_set import ReplicatedSet
 from mm2_assets.mm2.topic_configs import TopicConfigEntry, creation_configs
 from mm2_assets.mm2.writer_lease import lease_topic, writer_transactional_id
 from mm2_assets.replication.copy_task import CopyTaskSpec, PartitionRange
@@ -59,6 +60,26 @@ class ReplicationPlan:
     created: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Internal topics that compaction cannot bound, each with the command that fixes it."""
+
+
+def kept_as_planned(before: ReplicationPlan, was: ReplicatedSet, now: ReplicatedSet) -> list[str]:
+    """The topics of the set `now` that `before` (the plan of the set `was`) still covers as
+    they are: listed the same both times, not skipped, and planned with every partition the
+    listing has, of the incarnation it names. The rest are planned again (`merge_change`):
+    a skipped topic is retried with every change, and a plan that saw less than its listing
+    (a topic's new partitions not yet in the plan's metadata, an id it could not read) does
+    not stay short for good."""
+    planned: dict[str, list[PartitionRange]] = {}
+    for r in before.ranges:
+        planned.setdefault(r.source_topic, []).append(r)
+    return [
+        topic
+        for topic, listed in now.items()
+        if was.get(topic) == listed
+        and topic not in before.skipped
+        and sorted(r.partition for r in planned.get(topic, ())) == list(range(listed.partitions))
+        and all(r.topic_id == listed.topic_id for r in planned.get(topic, ()))
+    ]
 
 
 def merge_change(

@@ -63,6 +63,7 @@ from mm2_assets.replication.replication_plan import (
     ReplicationPlan,
     StickySlots,
     assign_tasks,
+    kept_as_planned,
     merge_change,
     plan_replication,
 )
@@ -323,8 +324,8 @@ class Follower:
         plan = self._plan(layout)
         if only_if_fewer_skipped and not set(plan.skipped) < self._skipped:
             return
-        # A change the running job could not take (a slot left empty) needs every slot
-        # fenced whatever the plan: no second try in place.
+        # A change the running job could not take (a slot left empty) covered what a whole
+        # plan covers (`kept_as_planned`): every slot is fenced, no second try in place.
         if change is None and self._relayout_in_place(plan, layout):
             return
         # No layout until the next one runs: a failure below is retried from scratch.
@@ -342,8 +343,8 @@ class Follower:
         before, job = self.plan, self.job
         if before is None or job is None or job.error is not None:
             return None
-        changed = [t for t, topic in layout.items() if self._layout.get(t) != topic]
-        kept = [t for t in layout if self._layout.get(t) == layout[t]]
+        kept = kept_as_planned(before, self._layout, layout)
+        changed = sorted(set(layout) - set(kept))
         change = self._plan(changed) if changed else ReplicationPlan(flow=self.flow.name)
         return merge_change(before, change, kept)
 

@@ -10,6 +10,7 @@ import pytest
 from mm2_assets.mm2.backoff import RunOutcome, failure_streak, restart_delay
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
 from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
+from mm2_assets.mm2.replicated_set import ReplicatedTopic
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
 from mm2_assets.replication.copy_task import CopyTaskSpec, PartitionRange
 from mm2_assets.replication.offset_sync_writer import (
@@ -20,6 +21,7 @@ from mm2_assets.replication.offset_sync_writer import (
 from mm2_assets.replication.replication_plan import (
     ReplicationPlan,
     StickySlots,
+    kept_as_planned,
     merge_change,
     spread,
 )
@@ -291,3 +293,38 @@ def test_a_change_planned_alone_keeps_the_rest_as_planned_and_moves_no_partition
         [("a", 1), ("c", 0)],
     ]
     assert sticky.fresh(merged.states) == {("c", 0)}
+
+
+def test_only_topics_planned_as_they_are_listed_are_kept_out_of_a_change() -> None:
+    def ranges(topic: str, count: int, topic_id: str | None = "id") -> list[PartitionRange]:
+        return [PartitionRange(topic, f"p.{topic}", p, topic_id=topic_id) for p in range(count)]
+
+    before = ReplicationPlan(
+        flow="f",
+        ranges=[
+            *ranges("same", 2),
+            *ranges("short", 2),  # the plan's metadata had 2 of its 4 partitions
+            *ranges("no-id", 1, None),  # the plan could not read its id
+            *ranges("grown", 1),
+            *ranges("recreated", 1),
+        ],
+        skipped={"skipped": "does not exist on 'primary'"},
+    )
+    was = {
+        "same": ReplicatedTopic("p.same", 2, "id"),
+        "short": ReplicatedTopic("p.short", 4, "id"),
+        "no-id": ReplicatedTopic("p.no-id", 1, "id"),
+        "grown": ReplicatedTopic("p.grown", 1, "id"),
+        "recreated": ReplicatedTopic("p.recreated", 1, "id"),
+        "skipped": ReplicatedTopic("p.skipped", 1, "id"),
+        "gone": ReplicatedTopic("p.gone", 1, "id"),
+    }
+    now = {
+        **{t: was[t] for t in ("same", "short", "no-id", "skipped")},
+        "grown": ReplicatedTopic("p.grown", 3, "id"),
+        "recreated": ReplicatedTopic("p.recreated", 1, "new-id"),
+        "added": ReplicatedTopic("p.added", 1, "id"),
+    }
+    # Everything but `same` is planned again: added and changed topics, a skipped one (retried
+    # with every change), and those the plan covered short of their listing.
+    assert kept_as_planned(before, was, now) == ["same"]
