@@ -194,7 +194,7 @@ LATEST: list[tuple[str, str, Callable[[ModuleType, dict], dict], dict[str, Any]]
         "soak",
         "soak_long",
         lambda m, r: m.headline(r),
-        {("lost",): 0, ("buckets", 5, "storage_mb_end"): 4.627},
+        {("lost",): 0, ("records",): 15840739, ("buckets", 5, "storage_mb_end"): 4.528},
     ),
     (
         "writer_lease",
