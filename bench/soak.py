@@ -1420,17 +1420,11 @@ def render(path: Path) -> int:
     report = json.loads(path.read_text())
     if report.get("params", {}).get("long"):
         fill_storage_peaks(report)
-        report["verdicts"] = [
-            *(v for v in report["verdicts"] if not v["goal"].startswith(STORAGE_GOALS)),
-            *storage_verdicts(report),
-        ]
+        # Judged again from the buckets: a rendering never keeps an earlier one's verdicts.
+        report["verdicts"] = [*verdicts(report), *storage_verdicts(report)]
         path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     path.with_suffix(".md").write_text(markdown(report))
     return 0
-
-
-STORAGE_GOALS = ("DAGSTER_HOME", "sensor ticks", "written to DAGSTER_HOME")
-"""How `storage_verdicts`' goals begin: a rendering replaces them by the current ones."""
 
 
 def fill_storage_peaks(report: dict) -> None:

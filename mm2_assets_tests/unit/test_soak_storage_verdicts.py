@@ -3,11 +3,16 @@ last hour, by their peaks without the sensor ticks."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from mm2_assets_tests.bench_scripts import load_bench_script
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +91,13 @@ def test_rss_is_judged_over_the_same_hours_not_against_a_young_instances_first_b
         if v["goal"].startswith("RSS")
     )
     assert judged["met"] is False
+
+
+def test_rendering_a_result_again_judges_it_again_once(soak: ModuleType, tmp_path: Path) -> None:
+    result = tmp_path / "soak_long.json"
+    shutil.copy(ROOT / "bench" / "results" / "soak_long.json", result)
+    for _ in range(2):
+        assert soak.render(result) == 0
+    goals = [v["goal"] for v in json.loads(result.read_text())["verdicts"]]
+    assert len(goals) == len(set(goals)), goals
+    assert sum(g.startswith("RSS of the daemon's tree flat") for g in goals) == 1
