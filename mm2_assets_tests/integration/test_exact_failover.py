@@ -92,6 +92,10 @@ def transactional_fill(bootstrap: str, topic: str, plan: list[tuple[int, bool]],
                 timestamp=ts0 + n, headers=[("n", str(n).encode())],
             )  # fmt: skip
             n += 1
+        # Delivered first: the aborted records reach the log (the hazard under test), and
+        # librdkafka can fail an abort fatally (INVALID_TXN_STATE) while the partition's
+        # registration with the transaction is still on the way.
+        assert producer.flush(30) == 0
         if commit:
             producer.commit_transaction(30)
         else:

@@ -247,6 +247,7 @@ def test_the_progress_tracker_chains_transactions_and_holds_no_partition_between
         writer.produce(
             topic, key=progress.record_key(), value=progress.record_value(), partition=partition
         )
+        assert writer.flush(30) == 0  # an abort racing the registration can fail fatally
         if commit:
             writer.commit_transaction(30)
         else:
