@@ -116,6 +116,14 @@ def broker_properties(
         # to show it is alive; a one-node quorum has no follower to show it to. A tenth of the
         # rate took about a third off two idle test brokers' CPU (3.3-3.7 -> 2.2-2.3 s a minute).
         "metadata.max.idle.interval.ms": "5000",
+        # Each partition's offset and time indexes are sparse files the broker maps in full
+        # (10 MB each by default), and the first write into one faults in a readahead window
+        # of it: 8 MB on a disk that reads ahead that far (this development VM's does). At
+        # 8,000 partitions the first index entries came within a minute of each other, pulled
+        # 16 GB of zeros into the page cache, and the reclaim that followed held every
+        # transaction marker write for 5-29 s (bench/results/history/many_topics.md). 128 KB
+        # bounds that to 2 GB at 8,000 partitions; a segment then rolls after about 40 MB.
+        "log.index.size.max.bytes": "131072",
     }
     settings.update(extra_broker_properties())
     if security is not None:

@@ -43,6 +43,25 @@ def test_record_round_trips_on_each_cluster(kafka_clusters, alias: str) -> None:
     assert got[0] == sent[2:]
 
 
+def test_a_partitions_indexes_are_small_files(kafka_clusters) -> None:
+    """Each partition's offset and time indexes are preallocated at the launcher's bound (128
+    KB), not Kafka's 10 MB: the first write into a sparse index faults in a readahead window of
+    it, and at thousands of partitions 10 MB ones flooded the page cache (see the launcher)."""
+    cluster = kafka_clusters["backup"]
+    topic = unique("indexes")
+    create_topic(cluster.bootstrap_servers, topic, partitions=2)
+    produce(cluster.bootstrap_servers, topic, [Rec(0, b"k", b"v", (), recent_ms(0))])
+    files = [
+        f
+        for f in Path(cluster.data_dir).rglob(f"{topic}-*/*")
+        if f.suffix in (".index", ".timeindex")
+    ]
+    assert len(files) == 4, files
+    assert all(0 < f.stat().st_size <= 131_072 for f in files), {
+        f.name: f.stat().st_size for f in files
+    }
+
+
 def test_clusters_are_separate(kafka_clusters) -> None:
     topic = unique("only-on-primary")
     create_topic(kafka_clusters["primary"].bootstrap_servers, topic)
