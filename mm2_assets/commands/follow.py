@@ -54,10 +54,7 @@ class PrintingReporter(FollowerReporter):
         )
 
     def layout(self, plan: ReplicationPlan, generation: int) -> None:
-        self._print(
-            f"following {len(plan.states)} partitions of {len(plan.remote_topics)} topics "
-            f"with {len(plan.tasks)} tasks (layout {generation})"
-        )
+        self._print(plan.layout_line(generation))
         for topic, reason in plan.skipped.items():
             self._print(f"not replicating '{topic}': {reason}", error=True)
         for warning in [*recreation_warnings(self.flow.name, plan.states), *plan.warnings]:

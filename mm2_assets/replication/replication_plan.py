@@ -12,6 +12,7 @@ space (`mm2.writer_lease`).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -60,6 +61,20 @@ class ReplicationPlan:
     created: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Internal topics that compaction cannot bound, each with the command that fixes it."""
+    steps: dict[str, float] = field(default_factory=dict)
+    """Seconds each step before the layout took (the listings, the remote topics, the
+    partitions' states, a follower's wait for its Spark session), in order, for its report:
+    at thousands of partitions they are the start-up."""
+
+    def layout_line(self, generation: int) -> str:
+        """The line a follower reports a layout with, and how long its steps took."""
+        line = (
+            f"following {len(self.states)} partitions of {len(self.remote_topics)} topics "
+            f"with {len(self.tasks)} tasks (layout {generation})"
+        )
+        if self.steps:
+            line += "; " + ", ".join(f"{step} {s:.1f} s" for step, s in self.steps.items())
+        return line
 
 
 def kept_as_planned(before: ReplicationPlan, was: ReplicatedSet, now: ReplicatedSet) -> list[str]:
@@ -108,6 +123,7 @@ def merge_change(
         },
         created=list(change.created),
         warnings=list(change.warnings),
+        steps=dict(change.steps),
     )
 
 
@@ -356,6 +372,7 @@ def plan_replication(
     follower's `tailed_flow_progress(complete=True)`); default: read the progress topic.
     """
     plan = ReplicationPlan(flow=flow.name)
+    lap = _Laps(plan.steps)
     source_admin = flow_admin(flow, "source")
     source_topics = list_topics(source_admin, cluster=flow.source.alias)
     plan.remote_topics, plan.skipped = select_remote_topics(flow, topics, source_topics)
@@ -365,6 +382,7 @@ def plan_replication(
     target_admin = flow_admin(flow, "target")
     target_topics = list_topics(target_admin, cluster=flow.target.alias)
     source_configs = _describe_for_creation(flow, plan, source_admin, target_topics)
+    lap("listings")
     if not plan.remote_topics:
         return plan
 
@@ -376,6 +394,7 @@ def plan_replication(
     except Exception as exc:  # advice only: never what fails a plan
         plan.warnings = [f"could not check the internal topics' compaction settings: {exc}"]
     _ensure_remote_topics(flow, plan, source_configs, source=source, target=target)
+    lap("remote topics")
 
     counts = {t: source_topics[t].partitions for t in plan.remote_topics}
     plan.states = partition_states(
@@ -385,8 +404,22 @@ def plan_replication(
         adopt_from=plan.remote_topics,
         progress=None if progress is None else progress(),
     )
+    lap("partition states")
     plan.ranges.extend(_ranges(plan, follow=follow))
     return plan
+
+
+class _Laps:
+    """Records into `steps` the seconds since the last lap (or since it was made)."""
+
+    def __init__(self, steps: dict[str, float]) -> None:
+        self.steps = steps
+        self.last = time.monotonic()
+
+    def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        self.steps[step] = now - self.last
+        self.last = now
 
 
 def _describe_for_creation(

@@ -302,7 +302,9 @@ class Follower:
         fenced when the lease was taken. Returns the session."""
         layout = self._topics()
         plan = self._plan(layout)
+        waited = time.monotonic()
         spark = session.result()
+        plan.steps["waiting for Spark"] = time.monotonic() - waited
         self._run_plan(spark, plan, layout)
         return spark
 

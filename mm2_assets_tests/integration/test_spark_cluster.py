@@ -9,6 +9,7 @@ runs) and `mm2-assets follow`, with `mm2assets.spark.master` in the file.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,6 +164,10 @@ def test_follow_runs_on_the_cluster_with_its_slots(
             pytest.fail("the follower did not copy the topic in time:\n" + "".join(lines))
         # Sized from the cluster's slots (two one-core workers), not from this machine.
         assert "following 4 partitions of 1 topics with 2 tasks" in "".join(lines), lines
+        # The first layout says what its start took, step by step.
+        first = next(line for line in lines if "(layout 1)" in line)
+        steps = r"listings [\d.]+ s, remote topics [\d.]+ s, partition states [\d.]+ s"
+        assert re.search(steps + r", waiting for Spark [\d.]+ s$", first.strip()), first
         apps = {p.name for d in spark_cluster.worker_dirs for p in (Path(d) / "work").iterdir()}
         assert apps - apps_before, "no application ran on the cluster's workers"
         follow.send_signal(signal.SIGTERM)

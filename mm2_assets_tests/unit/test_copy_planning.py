@@ -270,8 +270,14 @@ def test_a_change_planned_alone_keeps_the_rest_as_planned_and_moves_no_partition
         ranges=_ranges(("c", 0)),
         skipped={"d": "no configs"},
         created=["p.c"],
+        steps={"listings": 0.25, "remote topics": 1.5, "partition states": 0.04},
     )
     merged = merge_change(before, change, kept=["a", "b", "s"])
+    # Its report says how long planning the change took, not the first plan.
+    assert merged.layout_line(2) == (
+        "following 4 partitions of 3 topics with 0 tasks (layout 2); listings 0.2 s, "
+        "remote topics 1.5 s, partition states 0.0 s"
+    )
     assert merged.remote_topics == {"a": "p.a", "b": "p.b", "c": "p.c"}
     assert merged.ranges == [*a, *b, *change.ranges]
     assert merged.skipped == {"s": "no configs", "d": "no configs"}

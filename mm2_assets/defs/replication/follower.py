@@ -150,12 +150,8 @@ class DagsterFollowerReporter(FollowerReporter):
             drop_logged_events(self.context)
 
     def layout(self, plan: ReplicationPlan, generation: int) -> None:
-        topics = sorted(plan.remote_topics)
         log_plan(self.context.log, self.flow, plan)
-        self.context.log.info(
-            f"{self.flow.name}: following {len(plan.states)} partitions of {len(topics)} topics "
-            f"with {len(plan.tasks)} tasks (layout {generation})"
-        )
+        self.context.log.info(f"{self.flow.name}: {plan.layout_line(generation)}")
 
     def window(self, window: FollowerWindow) -> None:
         seconds = max(window.ended_at - window.started_at, 1e-3)
