@@ -302,6 +302,12 @@ _STALE_METADATA = {
 }
 
 
+_REFRESH_EACH_UP_TO = 100
+"""Stale topics a ListOffsets refreshes the metadata of one by one; more, and it asks for
+every topic's in one request (measured on one broker with 8,000 partitions: the whole
+metadata in 0.15 s, 30 topics one by one in 0.04 s)."""
+
+
 def _list_offsets(
     admin: AdminClient,
     partitions: Iterable[tuple[str, int]],
@@ -355,8 +361,10 @@ def _list_offsets(
         if attempt:
             time.sleep(min(0.05 * 2**attempt, 1.0))
         attempt += 1
-        for topic in sorted({tp.topic for tp in stale}):
-            # Named like every failure here: the cluster may be going away meanwhile.
+        topics = sorted({tp.topic for tp in stale})
+        # Named like every failure here: the cluster may be going away meanwhile. One request
+        # for many topics: one each took 9 s for 2,000 topics just created.
+        for topic in topics if len(topics) <= _REFRESH_EACH_UP_TO else [None]:
             list_topics(admin, cluster=cluster, topic=topic, timeout=timeout)
         wanted = stale
     return out

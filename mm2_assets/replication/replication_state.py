@@ -74,9 +74,10 @@ def partition_states(
     DescribeTopics and at most two batched ListOffsets (the log start only where it matters,
     see `needs_log_start`).
 
-    With `adopt_from` (source → remote topic names), partitions with no progress at all
-    resume at MM2's position where it left one (`mm2_adoption`); the planner asks for that,
-    the lag measurement does not (it would read MM2's topics every tick). `progress` is the
+    With `adopt_from` (source → remote topic names), partitions of those topics with no
+    progress at all resume at MM2's position where it left one (`mm2_adoption`); the planner
+    asks for that, for the remote topics that existed before it planned; the lag
+    measurement does not (it would read MM2's topics every tick). `progress` is the
     flow's committed progress when the caller holds it (default: read the store whole)."""
     if progress is None:
         progress = read_flow_progress(flow)
@@ -88,7 +89,9 @@ def partition_states(
     # a pass read MM2's Connect offsets and offset syncs (it would, every pass, for ever).
     adopted = (
         adopt_mm2_positions(
-            flow, [k for k in keys if k not in progress and ends[k] > 0], adopt_from
+            flow,
+            [k for k in keys if k[0] in adopt_from and k not in progress and ends[k] > 0],
+            adopt_from,
         )
         if adopt_from is not None
         else {}

@@ -8,8 +8,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import NewTopic
 
-from mm2_assets.kafka.admin import admin_client, ensure_topic, list_topics
+from mm2_assets.kafka.admin import admin_client, end_offsets, ensure_topic, list_topics
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
@@ -434,3 +435,17 @@ def test_a_tail_holds_no_partition_between_reads(primary: str) -> None:
         assert tail._reader.consumer.assignment() == []
     finally:
         tail.close()
+
+
+def test_the_ends_of_many_topics_just_created_are_read_once_their_leaders_are_known(
+    backup: str,
+) -> None:
+    """ListOffsets asked right after CreateTopics meets partitions without a known leader;
+    with more than a hundred such topics one metadata request refreshes them all (the path a
+    plan of thousands of new topics takes), and every end is read."""
+    admin = admin_client({"bootstrap.servers": backup})
+    topics = [unique(f"fresh{i}") for i in range(120)]
+    for future in admin.create_topics([NewTopic(t, 2, 1) for t in topics]).values():
+        future.result(60)
+    keys = [(t, p) for t in topics for p in range(2)]
+    assert end_offsets(admin, keys, cluster="backup", timeout=60) == dict.fromkeys(keys, 0)
