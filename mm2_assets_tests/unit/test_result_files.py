@@ -150,8 +150,8 @@ LATEST: list[tuple[str, str, Callable[[ModuleType, dict], dict], dict[str, Any]]
         {
             ("rate",): 250,
             ("rate_sustained",): True,
-            ("systems", "follower", "p99_s"): 2.919,
-            ("systems", "mm2", "followed_s"): 47.278,
+            ("systems", "follower", "p99_s"): 6.56,
+            ("systems", "mm2", "followed_s"): 55.849,
         },
     ),
     (
