@@ -229,14 +229,24 @@ def test_an_alert_raised_while_the_webhook_is_down_arrives_once_when_it_is_back(
                 BOUND_S,
                 state=lambda: f"refused {[a['kind'] for a in webhook.refused]}",
             )
-            # Down a while: the first alert is retried (with back-off), refused each time, and
+
+            # Down a while: the first alert is retried (with back-off, at the next tick that
+            # delivers: ticks slow down while the target is away), refused each time, and
             # nothing of the flow gets past it.
-            time.sleep(3 * RETRY_MAX_S)
+            def head_retries() -> list[dict]:
+                refused = flow_alerts(webhook.refused[refused_before:])
+                return [a for a in refused if a["alert_id"] == refused[0]["alert_id"]]
+
+            wait_for(
+                "the first alert to be refused again",
+                lambda: len(head_retries()) >= 2,
+                BOUND_S + 3 * RETRY_MAX_S,
+                state=lambda: f"refused {[a['kind'] for a in webhook.refused]}",
+            )
             assert not flow_alerts(webhook.received[seen:]), webhook.kinds()[seen:]
             refused = flow_alerts(webhook.refused[refused_before:])
             head = refused[0]
-            retries = [a for a in refused if a["alert_id"] == head["alert_id"]]
-            assert len(retries) >= 2, refused
+            retries = head_retries()
             assert {a["alert_id"] for a in refused[: len(retries)]} == {head["alert_id"]}, refused
             wait_for(
                 "the unreachable alert to be kept",
