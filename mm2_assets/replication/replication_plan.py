@@ -29,6 +29,7 @@ from mm2_assets.kafka.admin import (
     ensure_topics,
     flow_admin,
     list_topics,
+    wait_for_leaders,
 )
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig
@@ -483,6 +484,10 @@ def _ensure_remote_topics(
         existing=target_topics,
     )
     plan.created.extend(f"{flow.target.alias}:{remote}" for remote in created)
+    # Handed to copy tasks only with leaders (new partitions too): a task's first transaction
+    # would otherwise wait for them (measured: 8,000 new partitions, both tasks' first
+    # transactions timed out). Those still leaderless after the admin timeout go as they are.
+    wait_for_leaders(target_admin, created)
 
 
 def _ranges(plan: ReplicationPlan, *, follow: bool) -> list[PartitionRange]:
