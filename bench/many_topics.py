@@ -95,7 +95,7 @@ from procstat import TreeCpu
 from result_files import write_results
 
 from bench import raw_pattern_worker, warm_up
-from mm2_assets.kafka.admin import admin_client, wait_for_leaders
+from mm2_assets.kafka.admin import admin_client
 from mm2_assets.local.launcher import running_clusters
 from mm2_assets.local.runtime import KAFKA_VERSION
 from mm2_assets_tests.kafka_helpers import open_transactions
@@ -164,14 +164,29 @@ def create_in_batches(
     return took
 
 
-def leaders_or_fail(admin: AdminClient, topics: list[str], timeout: float) -> None:
-    """Until every partition of `topics` has a leader in the metadata (the product's
-    `wait_for_leaders`): CreateTopics answers before the broker has brought the partitions
-    online (tens of seconds for 8,000 on one broker here), and the probes must not wait on
-    that inside the follower's start-up."""
-    missing = wait_for_leaders(admin, topics, timeout=timeout)
-    if missing:
-        raise RuntimeError(f"{len(missing)} topics without leaders after {timeout} s")
+def wait_for_leaders(
+    admin: AdminClient, topics: list[str], partitions: int, timeout: float
+) -> None:
+    """Until every partition of `topics` has a leader in the metadata: CreateTopics answers
+    before the broker has brought the partitions online (tens of seconds for 8,000 on one
+    broker here), and the probes must not wait on that inside the follower's start-up."""
+    deadline = time.monotonic() + timeout
+    wanted = set(topics)
+    while True:
+        meta = admin.list_topics(timeout=30).topics
+        missing = [
+            t
+            for t in wanted
+            if t not in meta
+            or meta[t].error is not None
+            or len(meta[t].partitions) < partitions
+            or any(p.leader < 0 for p in meta[t].partitions.values())
+        ]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(missing)} topics without leaders after {timeout} s")
+        time.sleep(0.5)
 
 
 def delete_topics(bootstrap: str, topics: list[str], batch: int) -> int:
@@ -624,13 +639,13 @@ def _measure_system(
     t0 = time.monotonic()
     batches = create_in_batches(admin, topics, args.partitions, args.batch)
     created_s = time.monotonic() - t0
-    leaders_or_fail(admin, topics, args.leader_timeout)
+    wait_for_leaders(admin, topics, args.partitions, args.leader_timeout)
     leaders_s = time.monotonic() - t0
     remotes = {remote_name(name, t): args.partitions for t in topics}
     if name == "raw":
         raw_admin = AdminClient({"bootstrap.servers": target})
         create_in_batches(raw_admin, list(remotes), args.partitions, args.batch)
-        leaders_or_fail(raw_admin, list(remotes), args.leader_timeout)
+        wait_for_leaders(raw_admin, list(remotes), args.partitions, args.leader_timeout)
     partitions = [(t, p) for t in topics for p in range(args.partitions)]
     n = len(partitions)
     find = [find_phase(r) for r in row.get("find_rates", [])]

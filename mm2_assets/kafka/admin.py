@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -204,32 +203,6 @@ class WantedTopic:
     name: str
     partitions: int
     config: Mapping[str, str]
-
-
-def wait_for_leaders(
-    admin: AdminClient, topics: Iterable[str], *, timeout: float | None = None
-) -> list[str]:
-    """Wait until every partition of `topics` has a leader in the cluster's metadata, asking
-    for the whole metadata (one request) every 0.2 s; the topics still without one when
-    `timeout` (default: `call_timeout`) ends, else []. CreateTopics answers before the
-    broker has brought the partitions online: a writer handed one at once waits for it inside
-    its transaction (at 8,000 new partitions, past a follower's 10 s transaction timeout)."""
-    waiting = set(topics)
-    deadline = time.monotonic() + call_timeout(admin, timeout)
-    while waiting:
-        with contextlib.suppress(KafkaException):  # asked again until the deadline
-            meta = admin.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics
-            waiting = {
-                t
-                for t in waiting
-                if t not in meta
-                or meta[t].error is not None
-                or any(p.leader < 0 for p in meta[t].partitions.values())
-            }
-        if not waiting or time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    return sorted(waiting)
 
 
 def ensure_topics(

@@ -25,11 +25,11 @@ from mm2_assets.kafka.admin import (
     TopicInfo,
     WantedTopic,
     admin_timeout_s,
+    end_offsets,
     ensure_topic,
     ensure_topics,
     flow_admin,
     list_topics,
-    wait_for_leaders,
 )
 from mm2_assets.kafka.clients import client_config
 from mm2_assets.mm2.config import ClusterConfig, FlowConfig
@@ -484,10 +484,17 @@ def _ensure_remote_topics(
         existing=target_topics,
     )
     plan.created.extend(f"{flow.target.alias}:{remote}" for remote in created)
-    # Handed to copy tasks only with leaders (new partitions too): a task's first transaction
-    # would otherwise wait for them (measured: 8,000 new partitions, both tasks' first
-    # transactions timed out). Those still leaderless after the admin timeout go as they are.
-    wait_for_leaders(target_admin, created)
+    # Handed to copy tasks once their leaders answer (a ListOffsets, which asks again until
+    # they do): a metadata leader comes before the broker serves the partition, and at 8,000
+    # new partitions both tasks' first transactions timed out waiting inside them.
+    counts = {t.name: t.partitions for t in wanted}
+    end_offsets(
+        target_admin,
+        [(remote, p) for remote in created for p in range(counts[remote])],
+        cluster=flow.target.alias,
+        committed_only=False,
+        skip_deleted=True,
+    )
 
 
 def _ranges(plan: ReplicationPlan, *, follow: bool) -> list[PartitionRange]:

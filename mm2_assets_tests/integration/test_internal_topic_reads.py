@@ -10,13 +10,7 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewTopic
 
-from mm2_assets.kafka.admin import (
-    admin_client,
-    end_offsets,
-    ensure_topic,
-    list_topics,
-    wait_for_leaders,
-)
+from mm2_assets.kafka.admin import admin_client, end_offsets, ensure_topic, list_topics
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
@@ -455,11 +449,3 @@ def test_the_ends_of_many_topics_just_created_are_read_once_their_leaders_are_kn
         future.result(60)
     keys = [(t, p) for t in topics for p in range(2)]
     assert end_offsets(admin, keys, cluster="backup", timeout=60) == dict.fromkeys(keys, 0)
-    # What a plan waits for before it hands topics it created to copy tasks.
-    more = [unique(f"led{i}") for i in range(50)]
-    for future in admin.create_topics([NewTopic(t, 2, 1) for t in more]).values():
-        future.result(60)
-    assert wait_for_leaders(admin, more, timeout=60) == []
-    meta = admin.list_topics(timeout=10).topics
-    assert all(p.leader >= 0 for t in more for p in meta[t].partitions.values())
-    assert wait_for_leaders(admin, [unique("never-created")], timeout=1) != []

@@ -62,7 +62,7 @@ def test_plan_skips_and_does_not_create_a_topic_whose_configs_cannot_be_describe
     monkeypatch.setattr(replication_plan, "describe_topic_configs", describe)
     monkeypatch.setattr(replication_plan, "ensure_topic", ensure_topic)
     monkeypatch.setattr(replication_plan, "ensure_topics", ensure_topics)
-    monkeypatch.setattr(replication_plan, "wait_for_leaders", lambda _admin, _topics: [])
+    monkeypatch.setattr(replication_plan, "end_offsets", lambda _admin, _partitions, **_kw: {})
     monkeypatch.setattr(replication_state, "read_flow_progress", lambda _flow: {})
     # No MM2 ran before: nothing to adopt.
     monkeypatch.setattr(replication_state, "adopt_mm2_positions", lambda *_args: {})
