@@ -460,7 +460,8 @@ def _ensure_remote_topics(
     target: tuple[AdminClient, Mapping[str, TopicInfo]],
 ) -> None:
     """Create the planned remote topics that are missing (noted in `plan.created`), and wait
-    until the broker serves their partitions (at most the admin timeout)."""
+    until the broker serves their partitions: not within the admin timeout, the plan fails
+    (a follower plans again)."""
     _, source_topics = source
     target_admin, target_topics = target
     config_filter = flow.config_property_filter()
