@@ -265,17 +265,28 @@ def end_offsets(
     cluster: str,
     committed_only: bool = True,
     skip_deleted: bool = False,
+    just_created: bool = False,
     timeout: float | None = None,
 ) -> dict[tuple[str, int], int]:
     """The end offset of each topic-partition in one batched ListOffsets call.
 
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
     `skip_deleted` leaves out partitions of topics that no longer exist instead of failing.
+    `just_created`: the topics were just created, so one the broker does not know yet is
+    asked for again, like a leader being elected, until it serves it or the timeout ends.
     `timeout` bounds the request (seconds; default: `call_timeout`).
     """
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
     return _list_offsets(
-        admin, partitions, OffsetSpec.latest(), isolation, cluster, "end", skip_deleted, timeout
+        admin,
+        partitions,
+        OffsetSpec.latest(),
+        isolation,
+        cluster,
+        "end",
+        skip_deleted,
+        timeout,
+        just_created=just_created,
     )
 
 
@@ -302,6 +313,14 @@ _STALE_METADATA = {
 }
 
 
+# What a broker (or the client's metadata) answers for a topic created a moment ago that it
+# has not taken in yet: for a topic just created, asked again (`just_created`).
+_NOT_KNOWN_YET = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+}
+
 _REFRESH_EACH_UP_TO = 100
 """Stale topics a ListOffsets refreshes the metadata of one by one; more, and it asks for
 every topic's in one request (measured on one broker with 8,000 partitions: the whole
@@ -317,8 +336,11 @@ def _list_offsets(
     what: str,
     skip_deleted: bool = False,
     timeout: float | None = None,
+    *,
+    just_created: bool = False,
 ) -> dict[tuple[str, int], int]:
     timeout = call_timeout(admin, timeout)
+    retried = _STALE_METADATA | (_NOT_KNOWN_YET if just_created else set())
     wanted = [TopicPartition(t, p) for t, p in partitions]
     out: dict[tuple[str, int], int] = {}
     # A leader still being elected (a topic just created, a broker just restarted) answers
@@ -346,10 +368,10 @@ def _list_offsets(
                 ) from exc
             except KafkaException as exc:
                 code = exc.args[0].code()
-                if skip_deleted and code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    continue
-                if code in _STALE_METADATA and time.monotonic() < deadline:
+                if code in retried and time.monotonic() < deadline:
                     stale.append(tp)
+                    continue
+                if skip_deleted and code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
                 raise KafkaAdminError(
                     f"cannot read the {what} offset of {tp.topic}-{tp.partition} on cluster "

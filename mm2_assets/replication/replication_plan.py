@@ -460,8 +460,8 @@ def _ensure_remote_topics(
     target: tuple[AdminClient, Mapping[str, TopicInfo]],
 ) -> None:
     """Create the planned remote topics that are missing (noted in `plan.created`), and wait
-    until the broker serves their partitions: not within the admin timeout, the plan fails
-    (a follower plans again)."""
+    until the broker serves their partitions (at most the admin timeout; a leader still not
+    answering then fails the plan, and a follower plans again)."""
     _, source_topics = source
     target_admin, target_topics = target
     config_filter = flow.config_property_filter()
@@ -488,7 +488,8 @@ def _ensure_remote_topics(
     plan.created.extend(f"{flow.target.alias}:{remote}" for remote in created)
     # Handed to copy tasks once their leaders answer (a ListOffsets, which asks again until
     # they do): a metadata leader comes before the broker serves the partition, and at 8,000
-    # new partitions both tasks' first transactions timed out waiting inside them.
+    # new partitions both tasks' first transactions timed out waiting inside them. One
+    # deleted meanwhile (still unknown at the admin timeout) is left to the copy's checks.
     counts = {t.name: t.partitions for t in wanted}
     end_offsets(
         target_admin,
@@ -496,6 +497,7 @@ def _ensure_remote_topics(
         cluster=flow.target.alias,
         committed_only=False,
         skip_deleted=True,
+        just_created=True,
     )
 
 

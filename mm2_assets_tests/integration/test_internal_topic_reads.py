@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -10,7 +11,13 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewTopic
 
-from mm2_assets.kafka.admin import admin_client, end_offsets, ensure_topic, list_topics
+from mm2_assets.kafka.admin import (
+    KafkaAdminError,
+    admin_client,
+    end_offsets,
+    ensure_topic,
+    list_topics,
+)
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
@@ -449,3 +456,16 @@ def test_the_ends_of_many_topics_just_created_are_read_once_their_leaders_are_kn
         future.result(60)
     keys = [(t, p) for t in topics for p in range(2)]
     assert end_offsets(admin, keys, cluster="backup", timeout=60) == dict.fromkeys(keys, 0)
+    # A topic just created that the broker does not know yet is waited for, not an error:
+    # here it is created a second after the ListOffsets starts.
+    late = unique("late")
+    creating = threading.Timer(1.0, lambda: admin.create_topics([NewTopic(late, 2, 1)]))
+    creating.start()
+    try:
+        ends = end_offsets(admin, [(late, 0), (late, 1)], cluster="backup", just_created=True,
+                           timeout=30)  # fmt: skip
+    finally:
+        creating.join()
+    assert ends == {(late, 0): 0, (late, 1): 0}
+    with pytest.raises(KafkaAdminError, match="never"):
+        end_offsets(admin, [(unique("never"), 0)], cluster="backup", timeout=5)
