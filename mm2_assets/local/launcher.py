@@ -122,7 +122,10 @@ def broker_properties(
         # 8,000 partitions the first index entries came within a minute of each other, pulled
         # 16 GB of zeros into the page cache, and the reclaim that followed held every
         # transaction marker write for 5-29 s (bench/results/history/many_topics.md). 128 KB
-        # bounds that to 2 GB at 8,000 partitions; a segment then rolls after about 40 MB.
+        # bounds that to 2 GB at 8,000 partitions; a segment then rolls after about 40 MB
+        # (the time index is full), so a partition written at 1 MB/s would keep about 2,000
+        # segments a day open until retention deletes them: fine for the tests, the demo
+        # (a few thousand records) and benchmarks of hours, not for a broker run for weeks.
         "log.index.size.max.bytes": "131072",
     }
     settings.update(extra_broker_properties())
