@@ -39,40 +39,41 @@ os.environ.setdefault(
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="mm2-assets-test-state-")
 
 # Seconds each slow module took (its tests' setup, call and teardown summed from the junit report
-# of a full 3-worker run, 2026-11-26). `scripts/test.sh` hands the modules to the workers in
-# collection order (`--no-loadscope-reorder`; xdist would otherwise order them by their number
-# of tests and start these few-but-long ones last), and a worker that starts a long module late
-# finishes last, so they go first, longest first. The rest follow in their own order.
+# of a full 4-worker run on a slow machine, 2026-12-01: only their order matters).
+# `scripts/test.sh` hands the modules to the workers in collection order
+# (`--no-loadscope-reorder`; xdist would otherwise order them by their number of tests and start
+# these few-but-long ones last), and a worker that starts a long module late finishes last, so
+# they go first, longest first. The rest follow in their own order.
 MODULE_SECONDS = {
-    "test_one_writer": 240,
-    "test_broker_faults": 182,
-    "test_follower": 163,
-    "test_ui_browser": 150,
-    "test_alerts_under_faults": 230,
-    "test_follower_handover": 95,
-    "test_spark_cluster": 110,
-    "test_crash_trials": 100,
-    "test_mm2_cutover": 97,
-    "test_dagster_postgres": 94,
-    "test_replicated_topics": 84,
-    "test_source_hazards": 118,
-    "test_secured_clusters": 71,
-    "test_checkpoints": 59,
-    "test_scripts": 53,
-    "test_sensors": 52,
-    "test_spark_connect": 48,
-    "test_exact_failover": 40,
-    "test_follower_liveness": 25,
-    "test_checkpoint_writers": 17,
-    "test_spark_secrets": 7,
-    "test_component": 37,
-    "test_local_clusters": 23,
-    "test_topic_configs": 20,
-    "test_docs": 13,
-    "test_internal_topic_reads": 8,
-    "test_validate": 8,
-    "test_bad_input_processes": 7,
-    "test_dagster_cli": 3,
+    "test_one_writer": 765,
+    "test_alerts_under_faults": 522,
+    "test_spark_cluster": 520,
+    "test_dagster_postgres": 494,
+    "test_follower": 429,
+    "test_ui_browser": 409,
+    "test_broker_faults": 383,
+    "test_crash_trials": 369,
+    "test_follower_handover": 300,
+    "test_source_hazards": 241,
+    "test_replicated_topics": 218,
+    "test_checkpoints": 204,
+    "test_mm2_cutover": 185,
+    "test_spark_connect": 156,
+    "test_component": 155,
+    "test_secured_clusters": 152,
+    "test_scripts": 137,
+    "test_sensors": 119,
+    "test_exact_failover": 85,
+    "test_local_clusters": 78,
+    "test_internal_topic_reads": 33,
+    "test_follower_liveness": 31,
+    "test_checkpoint_writers": 27,
+    "test_topic_configs": 27,
+    "test_bad_input_processes": 25,
+    "test_spark_secrets": 22,
+    "test_dagster_cli": 16,
+    "test_docs": 11,
+    "test_validate": 7,
 }
 
 
