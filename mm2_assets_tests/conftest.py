@@ -32,6 +32,10 @@ os.environ.setdefault(
 os.environ.setdefault(
     KAFKA_BROKER_PROPERTIES_ENV, "num.io.threads=2 num.network.threads=1 background.threads=2"
 )
+# Dagster's daemons wait 60 s for a code server's answer (launching a run, say); on a slow
+# machine under the whole suite a code server took longer and the run's launch failed. The
+# tests' daemons and servers inherit this.
+os.environ.setdefault("DAGSTER_GRPC_TIMEOUT_SECONDS", "180")
 
 # Alerts wait in an outbox on disk (`defs.alerts.outbox`) beside DAGSTER_HOME or, without it, in
 # the user's state directory: each test process gets a state directory of its own, so an alert

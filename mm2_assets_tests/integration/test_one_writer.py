@@ -369,11 +369,10 @@ def test_passes_beside_a_follow_command_refuse_naming_it_and_copy_nothing(
     # The follower gave the flow up on SIGTERM: a pass takes it at once and copies the rest.
     with Writing(primary, topic):
         time.sleep(1)
-    started = time.monotonic()
     passed = replicate(config, home)
     assert passed.returncode == 0, (passed.stdout + passed.stderr)[-3000:]
+    # At once: a lease still held would have made the pass wait for it, and say so.
     assert "waiting for" not in passed.stdout + passed.stderr
-    assert time.monotonic() - started < 120
     assert_exactly_once(primary, backup, topic)
 
 
