@@ -71,14 +71,22 @@ def stale_assets(
     materialization, None when never materialized. One newest-event query per asset."""
     stale: dict[str, float | None] = {}
     for name, key in keys.items():
-        seconds = _interval_of(flow, name)
-        if seconds is None:
+        window = asset_fail_after_seconds(flow, name)
+        if window is None:
             continue
         event = instance.get_latest_materialization_event(key)
         age = None if event is None else max(0.0, now - event.timestamp)
-        if age is None or age > fail_after_seconds(flow, seconds):
+        if age is None or age > window:
             stale[name] = age
     return stale
+
+
+def asset_fail_after_seconds(flow: FlowConfig, asset: str) -> int | None:
+    """The fail window (seconds) of the flow's asset named `asset`: how old its latest
+    materialization may be while the work behind it keeps up; None where the flow does not
+    do that work."""
+    seconds = _interval_of(flow, asset)
+    return None if seconds is None else fail_after_seconds(flow, seconds)
 
 
 def _interval_of(flow: FlowConfig, asset: str) -> int | None:

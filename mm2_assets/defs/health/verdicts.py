@@ -23,9 +23,12 @@ Checks:
 - `target_topics_present` (on `replicated_topics`): every selected topic that has been
   replicated at least once (the copy committed progress for it) has its remote topic on the
   target.
-- `checkpoint_freshness` (on `checkpoints`): the newest checkpoint record or checkpoint pass
-  is younger than 3 x the effective checkpoint interval; passes when checkpointing is off or
-  no group needs checkpoints.
+- `checkpoint_freshness` (on `checkpoints`): the newest checkpoint record is younger than 3 x
+  the effective checkpoint interval, or the latest recorded checkpoint pass is within the
+  `checkpoints` asset's freshness window (a pass writes only the checkpoints that changed, as
+  MM2's does, so a steady group's newest record grows old while the passes run; a follower
+  records a pass once per `mm2assets.follower.materialize.interval.seconds`, so the window is
+  3 x that in follow mode); passes when checkpointing is off or no group needs checkpoints.
 
 Each verdict's metadata names at most `ROWS_SHOWN` topics or groups, the most behind first
 (`<name>_shown` says how many there were): the driver or the follower records a verdict every
@@ -41,10 +44,12 @@ from typing import Any
 
 import dagster as dg
 
+from mm2_assets.defs.health.freshness import asset_fail_after_seconds
 from mm2_assets.defs.metadata import shown_rows
 from mm2_assets.kafka.admin import flow_admin, list_topics
 from mm2_assets.kafka.consumer_groups import find_checkpoint_groups
 from mm2_assets.mm2.config import FlowConfig
+from mm2_assets.mm2.interval_schedule import CHECKPOINTS
 from mm2_assets.replication.replication_state import LagSnapshot, oldest_unreplicated_timestamps
 from mm2_assets.stores.checkpoint_store import checkpoints_topic, newest_checkpoint_timestamp
 
@@ -261,25 +266,20 @@ def evaluate_checkpoint_freshness(
             {**base, "groups": 0},
         )
     newest_ms = newest_checkpoint_timestamp(flow)
-    ages = []
-    if newest_ms is not None:
-        ages.append(max(0.0, now - newest_ms / 1000.0))
+    record_age = None if newest_ms is None else max(0.0, now - newest_ms / 1000.0)
+    pass_age = None
     if instance is not None:
         event = instance.get_latest_materialization_event(asset_key)
         if event is not None:
-            ages.append(max(0.0, now - event.timestamp))
-    age = min(ages) if ages else None
-    passed = age is not None and age <= limit
+            pass_age = max(0.0, now - event.timestamp)
+    pass_limit = asset_fail_after_seconds(flow, CHECKPOINTS) or limit
+    verdict = checkpoint_verdict(record_age, limit, pass_age, pass_limit)
     shown = ", ".join(groups[:10]) + ("..." if len(groups) > 10 else "")
     shown_groups, groups_note = shown_rows("checkpointed_groups", groups, "by name")
-    if age is None:
-        description = f"flow {flow.name}: no checkpoint ever emitted for groups {shown}"
-    elif passed:
-        description = f"flow {flow.name}: checkpoints {age:.0f}s old (limit {limit}s)"
-    else:
-        description = (
-            f"flow {flow.name}: checkpoints are {age:.0f}s old, over {limit}s, for groups {shown}"
-        )
+    description = f"flow {flow.name}: {verdict.evidence}"
+    if not verdict.passed:
+        description += f", for groups {shown}"
+    age, passed = verdict.age, verdict.passed
     return CheckOutcome(
         asset_key,
         CHECK_CHECKPOINTS,
@@ -291,5 +291,45 @@ def evaluate_checkpoint_freshness(
             "checkpointed_groups": dg.MetadataValue.json(shown_groups),
             **groups_note,
             "age_seconds": round(age, 1) if age is not None else -1.0,
+            "pass_threshold_seconds": pass_limit,
         },
     )
+
+
+@dataclass(frozen=True)
+class CheckpointVerdict:
+    """Whether a flow's checkpoints keep up, from the two ages the check reads."""
+
+    passed: bool
+    age: float | None
+    """The age the verdict rests on (seconds), None when nothing was ever emitted."""
+    evidence: str
+    """What it rests on, for the check's description."""
+
+
+def checkpoint_verdict(
+    record_age: float | None, record_limit: int, pass_age: float | None, pass_limit: int
+) -> CheckpointVerdict:
+    """`checkpoint_freshness` from the newest checkpoint record's age and the latest recorded
+    pass's (None: none), each against its own limit (see the module docstring)."""
+    if record_age is not None and record_age <= record_limit:
+        return CheckpointVerdict(
+            True, record_age, f"checkpoints {record_age:.0f}s old (limit {record_limit}s)"
+        )
+    if pass_age is not None and pass_age <= pass_limit:
+        unchanged = "" if record_age is None else f"; checkpoints unchanged for {record_age:.0f}s"
+        return CheckpointVerdict(
+            True,
+            pass_age,
+            f"the latest checkpoint pass recorded {pass_age:.0f}s ago (limit {pass_limit}s)"
+            + unchanged,
+        )
+    if record_age is None and pass_age is None:
+        return CheckpointVerdict(False, None, "no checkpoint ever emitted")
+    parts = []
+    if record_age is not None:
+        parts.append(f"checkpoints are {record_age:.0f}s old, over {record_limit}s")
+    if pass_age is not None:
+        parts.append(f"the latest pass was recorded {pass_age:.0f}s ago, over {pass_limit}s")
+    ages = [a for a in (record_age, pass_age) if a is not None]
+    return CheckpointVerdict(False, min(ages), " and ".join(parts))
