@@ -72,21 +72,31 @@ class Progress:
         return json.dumps(value, separators=(",", ":")).encode()
 
     @classmethod
-    def from_record(cls, key: bytes, value: bytes, *, committed_ms: int | None = None) -> Progress:
+    def from_record(
+        cls,
+        key: bytes,
+        value: bytes,
+        *,
+        committed_ms: int | None = None,
+        fields: ProgressKey | None = None,
+    ) -> Progress:
         """Decode a progress record (written at `committed_ms`, when known); ValueError names
-        what is wrong."""
+        what is wrong. `fields`: the key already parsed (`parse_progress_key`), which a reader
+        of many records keeps, as a partition's progress repeats its key."""
+        flow, topic, partition = fields if fields is not None else parse_progress_key(key)
         try:
-            k = json.loads(key)
-            v = json.loads(value)
+            v = _decode_json(value.decode())
+            topic_id = v.get("topic_id")
+            resumed_from = v.get("from")
             return cls(
-                flow=str(k["flow"]),
-                topic=str(k["topic"]),
-                partition=int(k["partition"]),
+                flow=flow,
+                topic=topic,
+                partition=partition,
                 next_offset=int(v["next_offset"]),
                 downstream_next=int(v["downstream_next"]),
-                topic_id=None if v.get("topic_id") is None else str(v["topic_id"]),
+                topic_id=None if topic_id is None else str(topic_id),
                 lost_to_retention=int(v.get("lost_to_retention", 0)),
-                resumed_from=None if v.get("from") is None else int(v["from"]),
+                resumed_from=None if resumed_from is None else int(resumed_from),
                 runs=_runs(v.get("runs")),
                 committed_ms=committed_ms,
             )
@@ -94,16 +104,31 @@ class Progress:
             raise ValueError(f"malformed progress record {key!r}: {exc}") from exc
 
 
+ProgressKey = tuple[str, str, int]
+"""What a progress record's key names: (flow, topic, partition)."""
+
+# One decoder for every record: `json.loads` of bytes first guesses their encoding each time.
+_decode_json = json.JSONDecoder().decode
+
+
+def parse_progress_key(key: bytes) -> ProgressKey:
+    """The (flow, topic, partition) a progress record's key names; ValueError names it when
+    it is malformed."""
+    try:
+        k = _decode_json(key.decode())
+        return str(k["flow"]), str(k["topic"]), int(k["partition"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"malformed progress record {key!r}: {exc}") from exc
+
+
 def _runs(value: object) -> tuple[CopiedRun, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
         raise ValueError(f"runs must be a list, not {value!r}")
-    runs = []
-    for run in value:
-        upstream, downstream, count = (int(x) for x in run)
-        runs.append((upstream, downstream, count))
-    return tuple(runs)
+    return tuple(
+        (int(upstream), int(downstream), int(count)) for upstream, downstream, count in value
+    )
 
 
 def progress_key(flow: str, topic: str, partition: int) -> bytes:

@@ -20,9 +20,14 @@ from mm2_assets.kafka.clients import client_config, committed_reader_config
 from mm2_assets.kafka.closing import close_within
 from mm2_assets.kafka.topic_listing import list_replicated_set
 from mm2_assets.mm2.config import FlowConfig
-from mm2_assets.mm2.progress import Progress, is_other_incarnation
+from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_topic
 from mm2_assets.replication.mm2_adoption import adopt_mm2_positions
-from mm2_assets.stores.progress_store import PartitionKey, read_flow_progress, tailed_flow_progress
+from mm2_assets.stores.progress_store import (
+    PartitionKey,
+    read_flow_progress,
+    read_progress_tail,
+    tailed_flow_progress,
+)
 
 PROBE_TIMEOUT_S = 5.0
 PROBE_MAX_PARTITIONS = 200
@@ -187,11 +192,21 @@ class LagSnapshot:
         return sorted({s.topic for s in self.states if s.lag > 0})
 
 
-def measure_lag(flow: FlowConfig) -> LagSnapshot:
+class ProgressReadBehind(RuntimeError):
+    """The lag cannot be told now: this process's read of the flow's progress topic did not
+    reach the ends it asked for in its time (the next measurement reads on from there)."""
+
+
+def measure_lag(flow: FlowConfig, *, progress_within: float | None = None) -> LagSnapshot:
     """The state of every partition of the topics the flow selects on the source now.
 
     One topic listing, what was committed to the progress store since the last measurement
     in this process, and batched ListOffsets: cheap enough for every sensor tick.
+
+    `progress_within` bounds the progress read (None: to the end it saw, whatever that
+    takes). A read that falls behind raises `ProgressReadBehind` rather than answer from
+    progress older than the source's ends: that would show a healthy copy lagging, and
+    its partitions stalled.
     """
     admin = flow_admin(flow, "source")
     # The listener's own listing; `partition_states` describes the topics (their ids) itself.
@@ -201,8 +216,14 @@ def measure_lag(flow: FlowConfig) -> LagSnapshot:
     remote = {t: topic.remote for t, topic in listed.items()}
     counts = {t: topic.partitions for t, topic in listed.items()}
     # Tailed across the process's measurements: a tick reads what was committed since.
-    progress = tailed_flow_progress(flow)
-    states = partition_states(flow, counts, source_admin=admin, progress=progress)
+    read = read_progress_tail(flow, within=progress_within)
+    if read.unread:
+        raise ProgressReadBehind(
+            f"flow {flow.name}: reading progress topic '{progress_topic(flow.source.alias)}' "
+            f"on '{flow.target.alias}' fell behind the copy's commits: about {read.unread} "
+            f"offsets left after {progress_within:g} s (the next measurement reads on)"
+        )
+    states = partition_states(flow, counts, source_admin=admin, progress=read.progress)
     return LagSnapshot(remote_topics=remote, states=states)
 
 

@@ -37,6 +37,8 @@ from mm2_assets.mm2.copy_map import CopyMap
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
     Progress,
+    ProgressKey,
+    parse_progress_key,
     progress_key,
     progress_partition,
     progress_topic,
@@ -47,8 +49,11 @@ PartitionKey = tuple[str, int]
 """A source topic-partition: (topic, partition)."""
 
 
-def decode_progress(msg: Message, topic: str, cluster: str) -> Progress:
-    """The progress record `msg` of `topic` on `cluster`.
+def decode_progress(
+    msg: Message, topic: str, cluster: str, keys: dict[bytes, ProgressKey] | None = None
+) -> Progress:
+    """The progress record `msg` of `topic` on `cluster`. `keys`: the keys a long reader
+    parsed already (a partition's progress repeats its key), taken from and added to.
 
     A malformed record raises ValueError naming the topic, partition and offset: unlike the
     MM2-format topics, skipping one could restart a partition from its log start.
@@ -56,8 +61,14 @@ def decode_progress(msg: Message, topic: str, cluster: str) -> Progress:
     kind, timestamp = msg.timestamp()
     # When the copy committed it: what the lag check counts as the partition's last copy.
     committed_ms = timestamp if kind != TIMESTAMP_NOT_AVAILABLE else None
+    key = msg.key()
     try:
-        return Progress.from_record(msg.key(), msg.value(), committed_ms=committed_ms)
+        fields = None if keys is None else keys.get(key)
+        if fields is None:
+            fields = parse_progress_key(key)
+            if keys is not None:
+                keys[key] = fields
+        return Progress.from_record(key, msg.value(), committed_ms=committed_ms, fields=fields)
     except ValueError as exc:
         raise ValueError(
             f"progress topic '{topic}' on '{cluster}', partition {msg.partition()} "
@@ -86,10 +97,11 @@ def read_progress(
         partitions = sorted({progress_partition(flow, *key) for key in only})
         wanted_keys = {progress_key(flow, *key) for key in only}
     out: dict[PartitionKey, Progress] = {}
+    keys: dict[bytes, ProgressKey] = {}
     for msg in read_to_end(consumer_config, topic, partitions=partitions):
         if msg.value() is None or (only is not None and msg.key() not in wanted_keys):
             continue
-        progress = decode_progress(msg, topic, cluster)
+        progress = decode_progress(msg, topic, cluster, keys)
         if progress.flow == flow:
             out[(progress.topic, progress.partition)] = progress
     return out
@@ -103,6 +115,11 @@ def read_flow_progress(flow: FlowConfig) -> dict[PartitionKey, Progress]:
         flow=flow.name,
         cluster=flow.target.alias,
     )
+
+
+TAIL_READ_S = 2.0
+"""How long a tail read that need not be complete reads (a follower's reports, every few
+seconds, read what came since the last)."""
 
 
 ENDS_TIMEOUT_S = 10.0
@@ -136,9 +153,13 @@ class ProgressTracker:
         # after a resume (measured with refreshes up to a second apart).
         self._positions = dict.fromkeys(range(PROGRESS_PARTITIONS), OFFSET_BEGINNING)
         self._admin = flow_admin(flow, "target")
+        self._keys: dict[bytes, ProgressKey] = {}
+        self.unread = 0
+        """Records (and markers) the last refresh left unread of the ends it asked for: 0
+        when it read to them, so its answer is as current as a whole read's."""
 
     def refresh(
-        self, timeout: float = 2.0, *, complete: bool = False
+        self, timeout: float = TAIL_READ_S, *, complete: bool = False
     ) -> dict[PartitionKey, Progress]:
         """Read what was committed since the last refresh (for at most about `timeout`
         seconds: a transaction still open is read next time); the progress by partition.
@@ -165,10 +186,12 @@ class ProgressTracker:
             self.copy_map.clear()
             self._positions = dict.fromkeys(self._positions, OFFSET_BEGINNING)
         behind = {p: pos for p, pos in self._positions.items() if pos < ends[p] and ends[p] > 0}
+        self.unread = 0
         if behind:
             self._consumer.assign([TopicPartition(self.topic, p, pos) for p, pos in behind.items()])
             try:
-                if not self._read_to(ends, behind, timeout, complete):
+                self.unread = self._read_to(ends, behind, timeout, complete)
+                if self.unread:
                     return dict(self.progress)
             finally:
                 with contextlib.suppress(KafkaException):
@@ -179,8 +202,8 @@ class ProgressTracker:
 
     def _read_to(
         self, ends: dict[int, int], behind: dict[int, int], timeout: float, complete: bool
-    ) -> bool:
-        """Read `behind` to `ends` (at most about `timeout`); whether it got there."""
+    ) -> int:
+        """Read `behind` to `ends` (at most about `timeout`); the offsets left (0: got there)."""
         partitions = [TopicPartition(self.topic, p) for p in behind]
         deadline = time.monotonic() + timeout
         while True:
@@ -190,14 +213,14 @@ class ProgressTracker:
                     self._positions[tp.partition] = max(self._positions[tp.partition], tp.offset)
             left = sum(max(0, ends[p] - max(self._positions[p], 0)) for p in behind)
             if left == 0:
-                return True
+                return 0
             if time.monotonic() >= deadline:
                 if complete:
                     raise TopicReadError(
                         f"timed out reading progress topic '{self.topic}' on "
                         f"'{self.flow.target.alias}' to its end: nothing read for {timeout:g} s"
                     )
-                return False
+                return left
             # consume() returns early only once it has `num_messages`: ask for what is left
             # (markers make that an over-estimate), or every refresh waits out the timeout.
             batch = self._consumer.consume(max(1, min(10_000, left)), timeout=0.01)
@@ -209,7 +232,7 @@ class ProgressTracker:
                 self._positions[msg.partition()] = msg.offset() + 1
                 if msg.value() is None:
                     continue
-                progress = decode_progress(msg, self.topic, self.flow.target.alias)
+                progress = decode_progress(msg, self.topic, self.flow.target.alias, self._keys)
                 if progress.flow == self.flow.name:
                     key = (progress.topic, progress.partition)
                     self.progress[key] = progress
@@ -252,6 +275,16 @@ def _tail_key(flow: FlowConfig) -> tuple[str, str, str]:
     return (flow.name, progress_topic(flow.source.alias), servers)
 
 
+@dataclass(frozen=True)
+class TailedProgress:
+    """What a read of a process's progress tail answered."""
+
+    progress: dict[PartitionKey, Progress]
+    unread: int
+    """Progress-topic offsets the read left for the next one (0: the answer is as current as a
+    whole read's, made when the read asked for the topic's ends)."""
+
+
 def tailed_flow_progress(
     flow: FlowConfig, *, complete: bool = False
 ) -> dict[PartitionKey, Progress]:
@@ -261,10 +294,18 @@ def tailed_flow_progress(
     read_committed readers see it. Not for deciding where copying resumes, unless `complete`:
     then the call reads to the end it saw, as `read_flow_progress` does (a follower's plans:
     the whole topic holds up to a segment's worth of commits, where the tail reads what came
-    since the last call).
+    since the last call). Otherwise it reads for `TAIL_READ_S` at most.
 
     Every reader of the flow's progress in the process shares it: a follower's reports and
     its checkpoint passes' recreated-topic check read each progress record once."""
+    return read_progress_tail(flow, within=None if complete else TAIL_READ_S).progress
+
+
+def read_progress_tail(flow: FlowConfig, *, within: float | None) -> TailedProgress:
+    """Read the process's progress tail of `flow` (see `tailed_flow_progress`) for at most
+    about `within` seconds, or to the end it saw (`within` None), and say what it left
+    unread: a reader that judges the copy by it (the driver's lag) must not judge on a read
+    that fell behind."""
     topic = progress_topic(flow.source.alias)
     key = _tail_key(flow)
     while True:
@@ -273,7 +314,8 @@ def tailed_flow_progress(
             tail = _TAILS.get(key)
         if tail is None:
             if not list_topics(flow_admin(flow, "target"), cluster=flow.target.alias, topic=topic):
-                return {}  # nothing committed yet; the tail starts once the topic exists
+                # Nothing committed yet; the tail starts once the topic exists.
+                return TailedProgress({}, 0)
             with _TAILS_LOCK:
                 tail = _TAILS.setdefault(key, _Tail(ProgressTracker(flow)))
         # One refresh at a time per tail (sensor ticks and a follower's threads share it).
@@ -282,11 +324,12 @@ def tailed_flow_progress(
                 continue  # closed while this call waited: the flow's current tail then
             tail.used = time.monotonic()
             try:
-                return (
+                progress = (
                     tail.tracker.refresh(READ_TIMEOUT_S, complete=True)
-                    if complete
-                    else tail.tracker.refresh()
+                    if within is None
+                    else tail.tracker.refresh(within)
                 )
+                return TailedProgress(progress, tail.tracker.unread)
             except Exception:
                 # A cluster gone or failing: start afresh next time rather than keep a
                 # client retrying it for ever (only this tail: another may have replaced it).

@@ -11,6 +11,8 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewTopic
 
+from mm2_assets.defs.health import watch as driver_watch
+from mm2_assets.defs.replication.follower import FollowerLiveness
 from mm2_assets.kafka.admin import (
     KafkaAdminError,
     admin_client,
@@ -18,7 +20,7 @@ from mm2_assets.kafka.admin import (
     ensure_topic,
     list_topics,
 )
-from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.mm2.config import FlowConfig, load_mm2_config
 from mm2_assets.mm2.progress import (
     PROGRESS_PARTITIONS,
     Progress,
@@ -469,3 +471,100 @@ def test_the_ends_of_many_topics_just_created_are_read_once_their_leaders_are_kn
     assert ends == {(late, 0): 0, (late, 1): 0}
     with pytest.raises(KafkaAdminError, match="never"):
         end_offsets(admin, [(unique("never"), 0)], cluster="backup", timeout=5)
+
+
+def _watch_tick(flow: FlowConfig, state: dict) -> driver_watch.Watch:
+    """One tick of the driver's watch of `flow` in follow mode, no asset checks."""
+    return driver_watch.watch_flow(
+        flow,
+        None,
+        state=state,
+        follow=True,
+        evaluate_checks=True,
+        in_grace=False,
+        replicated_topics=None,
+        checkpoints=None,
+    )
+
+
+def test_a_tick_whose_progress_read_falls_behind_judges_neither_lag_nor_stalls(
+    primary, backup, write_mm2_config, monkeypatch
+) -> None:
+    """A driver tick reads the progress topic for `PROGRESS_READ_S`. When that read falls
+    behind the copy's commits (a busy flow on a loaded machine, a code server's first read),
+    the tick must not show a copy that is caught up as lagging or stalled: it judges neither
+    and says why. Behind for longer than the checks' grace, the driver cannot tell the flow's
+    health: `checks_unavailable` opens, and closes once the read catches up."""
+    source = unique("behind").replace("-", "")
+    topic = unique("behind-orders")
+    flow = load_mm2_config(
+        write_mm2_config(f"{source}->backup.topics = {topic}\n", aliases=(source, "backup"))
+    ).flows[0]
+    create_filled_topic(
+        primary,
+        topic,
+        [Rec(p, b"k", b"v", (), recent_ms()) for p in range(4) for _ in range(10)],
+    )
+    # The copy moved each partition to 5 many times over, then caught up (10): a read that
+    # stops short sees the partitions 5 records behind, tick after tick.
+    progress = progress_topic(source)
+    create_topic(backup, progress, partitions=PROGRESS_PARTITIONS)
+    producer = Producer({"bootstrap.servers": backup, "linger.ms": 50})
+    for next_offset in [5] * 25_000 + [10]:
+        for p in range(4):
+            record = Progress(flow.name, topic, p, next_offset, next_offset)
+            producer.produce(
+                progress,
+                key=record.record_key(),
+                value=record.record_value(),
+                partition=progress_partition(flow.name, topic, p),
+            )
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+    def tick(state: dict) -> driver_watch.Watch:
+        return _watch_tick(flow, state)
+
+    monkeypatch.setattr(driver_watch, "PROGRESS_READ_S", 0.01)
+    first = tick({})
+    second = tick(first.state)
+    for behind in (first, second):
+        assert behind.snapshot is None and behind.alerts == []
+        assert any(f"reading progress topic '{progress}'" in note for note in behind.notes)
+    assert second.state["behind_since"] == first.state["behind_since"]
+
+    # Behind for longer than the grace: the driver cannot tell; one alert says so.
+    grace = flow.mm2assets_checks_grace_seconds
+    late = tick({**second.state, "behind_since": time.time() - grace - 1})
+    assert [a.kind for a in late.alerts] == ["checks_unavailable"]
+    assert f"progress topic '{progress}'" in late.alerts[0].message
+
+    # Read through: the copy is caught up, nothing stalled, and the incident closes.
+    monkeypatch.setattr(driver_watch, "PROGRESS_READ_S", 60.0)
+    caught_up = tick(late.state)
+    assert caught_up.snapshot is not None
+    assert caught_up.snapshot.lag_by_topic() == {topic: 0}
+    assert [a.kind for a in caught_up.alerts] == ["checks_available"]
+    assert "behind_since" not in caught_up.state
+
+
+def test_a_pair_that_only_emits_heartbeats_is_watched_for_neither_lag_nor_stalls(
+    primary, backup, write_mm2_config
+) -> None:
+    """MM2 runs a herder for every pair with heartbeats on, so a one-way setup has a reverse
+    pair that only emits heartbeats. It copies nothing by design: the records waiting on its
+    source are no stall, and it holds no writer lease to read."""
+    source = unique("hbonly").replace("-", "")
+    topic = unique("hbonly-orders")
+    config = load_mm2_config(
+        write_mm2_config(f"backup->{source}.topics = {topic}\n", aliases=(source, "backup"))
+    )
+    (pair,) = [f for f in config.heartbeat_flows if f.source.alias == "backup"]
+    assert not pair.enabled
+    create_filled_topic(backup, topic, [Rec(0, b"k", b"v", (), recent_ms())])
+    first = _watch_tick(pair, {})
+    second = _watch_tick(pair, first.state)
+    assert first.alerts == second.alerts == []
+    assert (first.snapshot, second.snapshot) == (None, None)  # not even measured
+    liveness = FollowerLiveness(pair, None, time.monotonic())
+    assert liveness.alive("any-run") is None and liveness.note is None

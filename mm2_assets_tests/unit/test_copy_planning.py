@@ -9,7 +9,12 @@ import pytest
 
 from mm2_assets.mm2.backoff import RunOutcome, failure_streak, restart_delay
 from mm2_assets.mm2.offset_translation import OffsetSyncStore
-from mm2_assets.mm2.progress import PROGRESS_PARTITIONS, Progress, progress_partition
+from mm2_assets.mm2.progress import (
+    PROGRESS_PARTITIONS,
+    Progress,
+    parse_progress_key,
+    progress_partition,
+)
 from mm2_assets.mm2.replicated_set import ReplicatedTopic
 from mm2_assets.mm2.wire import OffsetSync, TopicPartition
 from mm2_assets.replication.copy_task import CopyTaskSpec, PartitionRange
@@ -100,8 +105,28 @@ def test_progress_record_round_trip_and_stable_partition() -> None:
 
 
 def test_malformed_progress_names_the_record() -> None:
-    with pytest.raises(ValueError, match="malformed progress record"):
-        Progress.from_record(b'{"flow":"a->b"}', b"{}")
+    good = Progress("a->b", "orders", 3, next_offset=42, downstream_next=57)
+    for key, value in [
+        (b'{"flow":"a->b"}', b"{}"),
+        (None, good.record_value()),
+        (good.record_key(), None),
+        (good.record_key(), b"\xff\xfe"),
+        (good.record_key(), b'{"next_offset":"x","downstream_next":1}'),
+        (good.record_key(), b'{"next_offset":1,"downstream_next":1,"runs":[[1,2]]}'),
+        (good.record_key(), b"[]"),
+    ]:
+        with pytest.raises(ValueError, match="malformed progress record"):
+            Progress.from_record(key, value)  # type: ignore[arg-type]
+
+
+def test_a_reader_that_parsed_the_key_decodes_the_same_progress() -> None:
+    progress = Progress(
+        "a->b", "orders", 3, 42, 57, topic_id="id", resumed_from=40, runs=((40, 55, 2),)
+    )
+    fields = parse_progress_key(progress.record_key())
+    assert fields == ("a->b", "orders", 3)
+    read = Progress.from_record(progress.record_key(), progress.record_value(), fields=fields)
+    assert read == progress
 
 
 def test_tasks_follow_partitions_unless_capped() -> None:

@@ -8,9 +8,13 @@ opens or closes one, and its alert, is the alert policy's, `mm2_assets/mm2/alert
   answer a metadata request within `PROBE_TIMEOUT_S`. Nothing else of the tick talks to a
   cluster that is down (it would only wait out its timeouts).
 - `replication_stalled` / `replication_resumed` (follow mode): partitions with records waiting
-  whose committed progress did not move between two ticks: the follower copies nothing.
+  whose committed progress did not move between two ticks: the follower copies nothing. A
+  pair that only emits heartbeats (not enabled) copies nothing by design: it is not watched.
 - `checks_unavailable` / `checks_available`: the lag could not be measured, or the health
-  checks not evaluated, within `KAFKA_BUDGET_S` (an error of its own, not a log line).
+  checks not evaluated, within `KAFKA_BUDGET_S` (an error of its own, not a log line). A tick
+  whose read of the progress topic fell behind the copy's commits judges neither lag nor
+  stalls (they would show a healthy copy lagging); behind for longer than
+  `mm2assets.checks.grace.seconds`, that is this incident.
 - `freshness_failed` / `freshness_recovered` (with the checks): an interval asset
   (heartbeats, checkpoints, synced group offsets, topic configs) fails its freshness policy,
   judged with the policy's own window from its latest materialization.
@@ -49,13 +53,22 @@ from mm2_assets.mm2.alert_policy import (
 from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import FlowConfig, Side
 from mm2_assets.mm2.plugins import call_with_timeout
-from mm2_assets.replication.replication_state import LagSnapshot, measure_lag
+from mm2_assets.replication.replication_state import (
+    LagSnapshot,
+    ProgressReadBehind,
+    measure_lag,
+)
 
 PROBE_TIMEOUT_S = UNANSWERED_AFTER_S
 """How long a cluster may take to answer a metadata request before it counts as unreachable."""
 KAFKA_BUDGET_S = 15.0
 """Bound of each of the tick's Kafka steps (lag, checks): two of them, the probes and the
 alert sink's bound stay inside Dagster's 60 s sensor deadline."""
+PROGRESS_READ_S = 8.0
+"""How long a tick reads the progress topic (within `KAFKA_BUDGET_S`, beside the source's
+listing and ends). A busy flow commits about 13,000 progress offsets in a 30 s tick, which a
+loaded slow machine read in 1-3.3 s; a code server's first read of a segment's worth takes
+several ticks."""
 STALL_PARTITIONS_KEPT = 500
 """Lagging partitions whose progress the cursor keeps (a bound on the cursor's size)."""
 PROGRESS_DIGEST_BYTES = 6
@@ -169,10 +182,15 @@ def watch_flow(
         watch.state = {**state, **kept}
         return watch
 
-    watch.snapshot, error = _measure_lag(flow)
+    # A pair that only emits heartbeats (not enabled) copies nothing: no lag, no stall.
+    watch.snapshot, error, behind = _measure_lag(flow) if flow.enabled else (None, None, None)
+    if behind is not None:
+        error = _progress_behind(flow, watch, state, kept, behind)
+    else:
+        kept["behind_since"] = None
     _watch_stalls(flow, watch, state, kept, follow=follow, in_grace=in_grace)
     check_state = dict(state.get("checks") or {})
-    if evaluate_checks and error is None:
+    if evaluate_checks and error is None and behind is None:
         error, check_state = _evaluate_checks(
             flow,
             instance,
@@ -186,23 +204,53 @@ def watch_flow(
         _watch_freshness(flow, instance, watch, state, kept, freshness, in_grace=in_grace)
     if error is not None:
         watch.notes.append(error)
-    if evaluate_checks or error is not None:  # otherwise nothing new is known about them
+    # Otherwise nothing new is known about them (no evaluation, or a progress read still
+    # catching up: the incident stays as it was).
+    if (evaluate_checks and behind is None) or error is not None:
         watch.alerts += unavailable_alerts(flow, error, bool(state.get("unavailable")))
         kept["unavailable"] = error is not None
     kept["checks"] = check_state
     watch.state = {**state, **kept}
+    if watch.state.get("behind_since") is None:
+        watch.state.pop("behind_since", None)  # the cursor of every tick: no empty key
     return watch
 
 
-def _measure_lag(flow: FlowConfig) -> tuple[LagSnapshot | None, str | None]:
-    """The flow's lag within `KAFKA_BUDGET_S`, or why it could not be measured."""
+def _measure_lag(flow: FlowConfig) -> tuple[LagSnapshot | None, str | None, str | None]:
+    """The flow's lag within `KAFKA_BUDGET_S`; or why it could not be measured; or, third,
+    how the progress read fell behind (no failure: the next tick reads on)."""
     try:
         snapshot = call_with_timeout(
-            f"{flow.name}: measuring replication lag", lambda: measure_lag(flow), KAFKA_BUDGET_S
+            f"{flow.name}: measuring replication lag",
+            lambda: measure_lag(flow, progress_within=PROGRESS_READ_S),
+            KAFKA_BUDGET_S,
         )
+    except ProgressReadBehind as exc:
+        return None, None, str(exc)
     except Exception as exc:
-        return None, f"measuring replication lag failed: {exc}"
-    return snapshot, None
+        return None, f"measuring replication lag failed: {exc}", None
+    return snapshot, None, None
+
+
+def _progress_behind(
+    flow: FlowConfig,
+    watch: Watch,
+    state: Mapping[str, Any],
+    kept: dict[str, Any],
+    behind: str,
+) -> str | None:
+    """A tick whose progress read fell behind judges neither lag nor stalls (they would show
+    a healthy copy lagging). Behind for longer than `mm2assets.checks.grace.seconds`, the
+    driver cannot tell the flow's health: that is the `checks_unavailable` incident (the
+    error returned). The first behind tick is kept in `kept`."""
+    now = time.time()
+    since = state.get("behind_since")
+    since = float(since) if isinstance(since, int | float) else now
+    kept["behind_since"] = since
+    if now - since < flow.mm2assets_checks_grace_seconds:
+        watch.notes.append(behind)
+        return None
+    return f"{behind}; the progress read has been behind for {now - since:.0f} s"
 
 
 def _watch_stalls(

@@ -554,6 +554,10 @@ class FollowerLiveness:
         return self.watch.holder_alive(follower_holder(run_id), self.now)
 
     def _read_lease(self) -> LeaseRecord | None:
+        if not self.flow.enabled:
+            # A pair that only emits heartbeats holds no lease: its liveness is its
+            # heartbeats' freshness (`freshness_failed`), not a lease read that must fail.
+            return None
         if not self.readable:
             self.note = "follower liveness unknown: the target cluster is unreachable"
             return None
