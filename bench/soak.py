@@ -918,6 +918,24 @@ def checkpoint_passes(
     return out
 
 
+def alerts_opened(log: Path) -> list[dict]:
+    """The incidents opened during the soak (flow, kind, message), read from the log sink's
+    JSON lines in the daemon's log: the soak configures no other sink, and the sink logs the
+    opening alerts at warning or error, which the daemon's log shows."""
+    opened = []
+    for line in log.read_text(errors="replace").splitlines():
+        start = line.find('{"mm2_alert":')
+        if start < 0:
+            continue
+        try:
+            alert = json.loads(line[start:])["mm2_alert"]
+        except (ValueError, KeyError):
+            continue
+        if alert.get("event") == "open":
+            opened.append({k: alert.get(k) for k in ("flow", "kind", "message", "timestamp")})
+    return opened
+
+
 def max_gap(times: list[float], start: float, end: float) -> float | None:
     """The longest time within [start, end) without a heartbeat: between two in a row, and
     from the last one to `end` (None without any heartbeat up to `end`)."""
@@ -1190,6 +1208,16 @@ def verdicts(report: dict) -> list[dict]:
             "met": None if gap is None else gap <= 2 * interval,
         }
     )
+    opened = report.get("alerts_opened")
+    if opened is not None:
+        kinds = sorted({f"{a['flow']} {a['kind']}" for a in opened})
+        out.append(
+            {
+                "goal": "no incident opened: a healthy flow pages nobody",
+                "measured": f"{len(opened)} opened" + (f" ({', '.join(kinds)})" if kinds else ""),
+                "met": not opened,
+            }
+        )
     totals = report["totals"]
     out.append(
         {
@@ -1345,6 +1373,13 @@ def markdown(report: dict) -> str:
         lines.append(
             f"| {r['run_id'][:8]} | {r['job']} | {r['status']} | {fmt(up, '.0f')} | {last[:400]} |"
         )
+    opened = report.get("alerts_opened")
+    if opened is not None:
+        lines += ["", f"Incidents opened (the log sink's lines in the daemon log): {len(opened)}."]
+        lines += [
+            f"- {a['flow']} `{a['kind']}`: {str(a['message']).replace(chr(10), ' ')[:300]}"
+            for a in opened[:20]
+        ]
     passes = report["checkpoint_passes"]
     kinds = ("pass_seconds", "records", "materialization")
     ends = {k: sum(1 for x in passes if x["end_from"] == k) for k in kinds}
@@ -1686,6 +1721,7 @@ def soak(args: argparse.Namespace, report: dict) -> None:
         report["startup"]["run_started_s"] = follower_runs[0]["start"] - daemon_started
     report["runs"] = facts["runs"]
     report["layouts"] = facts["layouts"]
+    report["alerts_opened"] = alerts_opened(work / "daemon.log")
     # A follower run's passes end with the run, or when the daemon was signalled.
     horizons = {
         r["run_id"]: min(r["end"] or math.inf, report["stop"]["signalled_at"])

@@ -219,7 +219,7 @@ def measure_lag(flow: FlowConfig, *, progress_within: float | None = None) -> La
     read = read_progress_tail(flow, within=progress_within)
     if read.unread:
         raise ProgressReadBehind(
-            f"flow {flow.name}: reading progress topic '{progress_topic(flow.source.alias)}' "
+            f"reading progress topic '{progress_topic(flow.source.alias)}' "
             f"on '{flow.target.alias}' fell behind the copy's commits: about {read.unread} "
             f"offsets left after {progress_within:g} s (the next measurement reads on)"
         )
