@@ -159,8 +159,10 @@ def test_follower_copies_new_records_and_follows_new_topics(
     flow = load_checked_config(follower_config(write_mm2_config, prefix)).flows[0]
 
     with RunningFollower(flow, spark_resource) as running:
-        # The backlog, then records produced while it follows.
-        wait_for("the backlog", replicated(primary, backup, first, 3))
+        # The backlog, then records produced while it follows. The backlog's bound covers
+        # the start (Spark, and a worker's first transactional producer, which waited over
+        # a minute for "coordinator load in progress" in a suite at load 17 on 2 cores).
+        wait_for("the backlog", replicated(primary, backup, first, 3), 240)
         produce(primary, first, tricky_records(3, 25, seed=12, ts0=recent_ms(800)))
         wait_for("records produced while following", replicated(primary, backup, first, 3))
         # A topic created while it runs is picked up by the next refresh, by the running

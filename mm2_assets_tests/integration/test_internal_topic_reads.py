@@ -543,7 +543,8 @@ def test_a_tick_whose_progress_read_falls_behind_judges_neither_lag_nor_stalls(
     monkeypatch.setattr(driver_watch, "PROGRESS_READ_S", 60.0)
     caught_up = tick(late.state)
     assert caught_up.snapshot is not None
-    assert caught_up.snapshot.lag_by_topic() == {topic: 0}
+    # (the cluster's `heartbeats` topic is replicated too, as MM2 does: not this test's)
+    assert caught_up.snapshot.lag_by_topic()[topic] == 0
     assert [a.kind for a in caught_up.alerts] == ["checks_available"]
     assert "behind_since" not in caught_up.state
 
