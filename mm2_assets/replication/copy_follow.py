@@ -234,6 +234,7 @@ class FollowCopier(Copier):
             (kept if _same_partition(lane.range, wanted.get(lane.key)) else dropped).append(lane)
         for lane in dropped:
             self.syncs.forget(lane.key)
+            self.active.pop(id(lane), None)
         keys = {lane.key for lane in kept}
         added = [r for key, r in wanted.items() if key not in keys]
         unread = [

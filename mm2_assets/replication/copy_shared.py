@@ -445,9 +445,10 @@ def start_lane(
 
 @dataclass
 class Fetched:
-    """One fetch, sorted: records per lane (by `id`), and the lane events it carried."""
+    """One fetch, sorted: records per lane (by `id`, with the lane), and the lane events it
+    carried."""
 
-    chunks: dict[int, list[Message]] = field(default_factory=dict)
+    chunks: dict[int, tuple[Lane, list[Message]]] = field(default_factory=dict)
     drained: bool = True
     """Whether the fetch took everything its consumer had queued (fewer than it asked for)."""
     ends: list[tuple[Lane, int]] = field(default_factory=list)
@@ -485,6 +486,12 @@ class Copier(ABC):
         self.by_partition = {
             (lane.range.source_topic, lane.range.partition): lane for lane in lanes
         }
+        self.active: dict[int, Lane] = {id(lane): lane for lane in lanes}
+        """The lanes (by `id`) that may have something to commit: records in the open
+        transaction, a held-back offset sync, or a position past offsets with no record
+        (`Lane.unrecorded`). A commit and the checks around it look at these only, so their
+        cost follows the partitions that moved, not the thousands a task follows (at 4,000
+        partitions a task, a scan of every lane cost 11 ms a commit and 14 ms a fetch)."""
         self.errors: list[str] = []
         self._listed: dict[str, tuple[float, bool]] = {}  # topic -> (checked at, listed)
         self._ids: dict[str, tuple[float, str | None]] = {}  # topic -> (checked at, id)
@@ -586,6 +593,7 @@ class Copier(ABC):
         for lane in lanes:
             if lane.done:
                 continue
+            self.active[id(lane)] = lane  # its position may move here (a new start)
             part = lane.range
             if lane.position < 0:
                 # No progress yet: start at the log start. Resolving it here is much cheaper
@@ -624,6 +632,7 @@ class Copier(ABC):
         reached = offset if end is None else min(offset, end)
         if reached > lane.position:
             lane.position = reached
+            self.active[id(lane)] = lane
         if end is not None:
             self._finish(lane)
 
@@ -634,6 +643,7 @@ class Copier(ABC):
         removed offsets not yet copied (a gap: counted, reported, the copy goes on from the
         log start). Moves the lane's position; the caller assigns the partitions again."""
         spec, part = self.spec, lane.range
+        self.active[id(lane)] = lane
         tp = TopicPartition(part.source_topic, part.partition)
         now_id = self._topic_id_now(part.source_topic)
         low, high = self.consumer.get_watermark_offsets(tp, timeout=30, cached=False)
@@ -810,9 +820,12 @@ class Copier(ABC):
                 own.append(msg)
             else:
                 lane = self.by_partition[(msg.topic(), msg.partition())]
-                fetched.chunks.setdefault(id(lane), []).append(msg)
-        if single is not None:
-            fetched.chunks[id(single)] = own
+                chunk = fetched.chunks.get(id(lane))
+                if chunk is None:
+                    chunk = fetched.chunks[id(lane)] = (lane, [])
+                chunk[1].append(msg)
+        if single is not None and own:
+            fetched.chunks[id(single)] = (single, own)
         return fetched
 
     def _restarting(self, msg: Message, fetched: Fetched) -> bool:
@@ -838,10 +851,7 @@ class Copier(ABC):
         lane events. A commit on the way that rewinds (`_rewind`) drops the rest of the
         fetch: the lanes read it again."""
         self.rewound = False
-        for lane in self.lanes:
-            messages = fetched.chunks.get(id(lane))
-            if not messages:
-                continue
+        for lane, messages in fetched.chunks.values():
             if not self.in_txn:
                 self.producer.begin_transaction()
                 self.in_txn = True
@@ -868,11 +878,12 @@ class Copier(ABC):
     def _quiet_work(self) -> bool:
         """Whether a lane holds back an offset sync or progress past offsets with no record
         (what a quiet follower commits by itself, and a pass at its end)."""
-        return any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.lanes)
+        return any(self.syncs.holds(lane.key) or lane.unrecorded for lane in self.active.values())
 
     def _copy_chunk(self, lane: Lane, messages: list[Message]) -> bool:
         """Produce one partition's consumed records; True while a transaction stays open."""
         spec, end = self.spec, lane.range.end_offset
+        self.active[id(lane)] = lane
         offsets = [msg.offset() for msg in messages]
         if end is not None and offsets[-1] >= end:
             keep = sum(1 for offset in offsets if offset < end)
@@ -884,6 +895,8 @@ class Copier(ABC):
             if not in_txn:
                 self.producer.begin_transaction()
                 in_txn = True
+                # A full batch's commit below let it go: its next records need it again.
+                self.active[id(lane)] = lane
             key, value = msg.key(), msg.value()
             size = (len(value) if value else 0) + (len(key) if key else 0)
             lane.batch.bytes += size
@@ -958,7 +971,7 @@ class Copier(ABC):
         if moved:
             self._rewind(moved)
             return
-        staged = [s for s in map(self._stage, self.lanes) if s is not None]
+        staged = [s for s in map(self._stage, list(self.active.values())) if s is not None]
         try:
             self.producer.commit_transaction(120)
         except KafkaException as exc:
@@ -967,6 +980,11 @@ class Copier(ABC):
         self.last_commit = time.monotonic()
         for lane, syncs, progress in staged:
             self._committed(lane, syncs, progress)
+        self.active = {
+            key: lane
+            for key, lane in self.active.items()
+            if lane.batch.upstream or lane.unrecorded or self.syncs.holds(lane.key)
+        }
         self.syncs.poll()
         self.txn_records = self.txn_bytes = self.txn_partitions = 0
 
@@ -978,7 +996,7 @@ class Copier(ABC):
         error: without this, the new topic's records would be taken for the old one's."""
         topics = {
             lane.range.source_topic
-            for lane in self.lanes
+            for lane in self.active.values()
             if lane.batch.upstream and lane.topic_id is not None
         }
         if not topics:
@@ -1019,7 +1037,7 @@ class Copier(ABC):
             self._ids[topic] = (now, ids[topic])
         return [
             lane
-            for lane in self.lanes
+            for lane in self.active.values()
             if lane.batch.upstream
             and lane.range.source_topic in ids
             and ids[lane.range.source_topic] != lane.topic_id
@@ -1031,7 +1049,7 @@ class Copier(ABC):
         their new topic's start (`_out_of_range`); the partitions are assigned again."""
         self.producer.abort_transaction(60)
         self.txn_records = self.txn_bytes = self.txn_partitions = 0
-        for lane in self.lanes:
+        for lane in self.active.values():
             if lane.batch.upstream:
                 lane.position = lane.batch.upstream[0]
                 lane.batch = _Batch()
