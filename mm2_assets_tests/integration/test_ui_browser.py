@@ -405,7 +405,9 @@ query Freshness($path: [String!]!) {
 """
 SENSOR_QUERY = """
 query Sensor($selector: SensorSelector!) {
-  sensorOrError(sensorSelector: $selector) { ... on Sensor { sensorState { id status } } }
+  sensorOrError(sensorSelector: $selector) {
+    ... on Sensor { sensorState { id status ticks(limit: 1) { status } } }
+  }
 }
 """
 STOP_SENSOR = """
@@ -496,6 +498,16 @@ def test_freshness_turns_red_when_the_sensors_stop_and_green_again(ui: DemoUI) -
     }
     state = ui.server.graphql(SENSOR_QUERY, {"selector": selector})["sensorOrError"]
     ui.server.graphql(STOP_SENSOR, {"id": state["sensorState"]["id"]})
+    # A tick already evaluating when the sensor stopped still ends, and may request a
+    # follower once it finds none: terminate after it, as an operator who waits would.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        sensor = ui.server.graphql(SENSOR_QUERY, {"selector": selector})["sensorOrError"]
+        if all(t["status"] != "STARTED" for t in sensor["sensorState"]["ticks"]):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("the driver's tick in flight did not end within 120 s of its sensor's stop")
     instance = dg.DagsterInstance.from_config(str(ui.home))
     _terminate_every_run(ui, instance)
     # Heartbeats fail after 3 report intervals, at least Dagster's minute (freshness.py).
