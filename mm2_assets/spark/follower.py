@@ -297,16 +297,29 @@ class Follower:
             progress=lambda: tailed_flow_progress(self.flow, complete=True),
         )
 
-    def _start_layout(self, session: SessionStart) -> Any:
+    def _start_layout(self, session: SessionStart) -> tuple[Any, Exception | None]:
         """The first layout, planned while the session may still be starting; every slot was
-        fenced when the lease was taken. Returns the session."""
-        layout = self._topics()
-        plan = self._plan(layout)
+        fenced when the lease was taken. Returns the session, and why the layout failed to
+        start (None when it runs): the follower's loop then tries again as after a failed
+        topic refresh, backing off, and fails after `LAYOUT_ATTEMPTS` (a target still
+        bringing thousands of new partitions online, or a cluster away for a moment, must
+        not end a follower that has only just started). A session that fails to start
+        raises."""
+        failed: Exception | None = None
+        try:
+            layout = self._topics()
+            plan: ReplicationPlan | None = self._plan(layout)
+        except Exception as exc:
+            plan, failed = None, exc
         waited = time.monotonic()
         spark = session.result()
-        plan.steps["waiting for Spark"] = time.monotonic() - waited
-        self._run_plan(spark, plan, layout)
-        return spark
+        if plan is not None:
+            plan.steps["waiting for Spark"] = time.monotonic() - waited
+            try:
+                self._run_plan(spark, plan, layout)
+            except Exception as exc:
+                failed = exc
+        return spark, failed
 
     def _relayout(
         self,
@@ -419,13 +432,14 @@ class Follower:
         session = SessionStart(self._spark) if self.flow.enabled else None
         spark: Any = None
         replicates = False
+        failed: Exception | None = None
         try:
             if session is not None:
                 if not self._take_lease(session, stop, on_loop):
                     return
-                spark = self._start_layout(session)
+                spark, failed = self._start_layout(session)
                 replicates = True
-            self._follow(spark, stop, replicates, on_loop)
+            self._follow(spark, stop, replicates, on_loop, failed)
         finally:
             try:
                 # The copy job first: it is what the host's grace period is for.
@@ -484,7 +498,10 @@ class Follower:
         stop: threading.Event,
         replicates: bool,
         on_loop: Callable[[], None] | None,
+        failed: Exception | None = None,
     ) -> None:
+        """Interval work in its threads, and the follower's own loop (`_watch`); `failed`: why
+        the first layout did not start (the loop tries again)."""
         flow = self.flow
         every = interval_schedule(flow)
         heartbeats, checkpoints = every[HEARTBEATS], every[CHECKPOINTS]
@@ -507,7 +524,7 @@ class Follower:
         self._interval = interval_work
         interval_work.start()
         try:
-            self._watch(spark, stop, replicates, on_loop, interval_work)
+            self._watch(spark, stop, replicates, on_loop, interval_work, failed)
         finally:
             # Joined in `run`, after the copy job is stopped and fenced.
             interval_work.request_stop()
@@ -519,11 +536,14 @@ class Follower:
         replicates: bool,
         on_loop: Callable[[], None] | None,
         interval_work: IntervalWork,
+        failed: Exception | None = None,
     ) -> None:
-        """The follower's own loop: the copy job's health, topic refreshes, reports."""
+        """The follower's own loop: the copy job's health, topic refreshes, reports; `failed`:
+        why the first layout did not start, the first of its `LAYOUT_ATTEMPTS`."""
         flow = self.flow
-        refreshes = replicates and flow.refresh_topics_enabled
         clock = self._watch_clock(time.monotonic())
+        if failed is not None:
+            self._layout_failed(failed, time.monotonic(), clock, interval_work)
         window_start = time.time()
         before = self._window_baseline(replicates)
         while not stop.is_set():
@@ -533,6 +553,9 @@ class Follower:
                 break
             now = time.monotonic()
             interval_work.drain()
+            # With no layout running (the first failed to start), refreshes try again even
+            # when topic refreshes are off.
+            refreshes = replicates and (flow.refresh_topics_enabled or self.job is None)
             if refreshes and now >= clock.next_refresh:
                 self._refresh_topics(spark, now, clock, interval_work)
             if now >= clock.next_report:
@@ -602,7 +625,6 @@ class Follower:
     ) -> None:
         """One topic refresh: a new layout when the replicated set changed (or none runs),
         another plan for skipped topics now and then; failures back off."""
-        flow = self.flow
         clock.next_refresh = now + clock.refresh_every
         try:
             layout = self._topics()
@@ -615,19 +637,27 @@ class Follower:
             clock.replan_failures = 0
             interval_work.alert(self._incidents.succeeded(TOPIC_REFRESH))
         except Exception as exc:
-            # The old layout (if any) keeps copying; try again soon, backing off. A
-            # lease taken over ends the run at the top of the loop. Failing for long alerts:
-            # the replicated set no longer follows the source.
-            interval_work.alert(self._incidents.failed(TOPIC_REFRESH, exc, now))
-            clock.replan_failures += 1
-            if self.job is None and clock.replan_failures >= LAYOUT_ATTEMPTS:
-                raise FollowerError(
-                    f"flow {flow.name}: no layout could start after "
-                    f"{clock.replan_failures} attempts: {exc}"
-                ) from exc
-            self.reporter.problem(TOPIC_REFRESH, exc)
-            retry = restart_delay(clock.replan_failures, 1.0, clock.refresh_every, flow.name)
-            clock.next_refresh = now + retry
+            self._layout_failed(exc, now, clock, interval_work)
+
+    def _layout_failed(
+        self, exc: Exception, now: float, clock: _WatchClock, interval_work: IntervalWork
+    ) -> None:
+        """A topic refresh (or the first layout) failed: the old layout (if any) keeps
+        copying; the next try comes soon, backing off. Failing for long alerts (the replicated
+        set no longer follows the source); with no layout running, `LAYOUT_ATTEMPTS` failures
+        in a row raise FollowerError. A lease taken over ends the run at the top of the
+        loop."""
+        flow = self.flow
+        interval_work.alert(self._incidents.failed(TOPIC_REFRESH, exc, now))
+        clock.replan_failures += 1
+        if self.job is None and clock.replan_failures >= LAYOUT_ATTEMPTS:
+            raise FollowerError(
+                f"flow {flow.name}: no layout could start after "
+                f"{clock.replan_failures} attempts: {exc}"
+            ) from exc
+        self.reporter.problem(TOPIC_REFRESH, exc)
+        retry = restart_delay(clock.replan_failures, 1.0, clock.refresh_every, flow.name)
+        clock.next_refresh = now + retry
 
     def _report(
         self,

@@ -329,6 +329,47 @@ def test_follower_lives_through_a_source_unreachable_for_20_s_during_a_replan(
     assert_converged(pair, first)
 
 
+def test_a_follower_started_while_the_source_does_not_answer_follows_once_it_does(
+    pair, tmp_path, spark_resource
+) -> None:
+    """The source broker stops answering (SIGSTOP) before a follower starts: the first layout
+    cannot list the source and fails, which the follower reports and tries again, backing
+    off, instead of ending; once the source answers, the same run copies every record once.
+    (At 8,000 partitions, a target slow to bring the new remote topics online ended a
+    starting follower this way.)"""
+    prefix = unique("fault-start")
+    topic = f"{prefix}-t"
+    primary, backup = pair.bootstrap("primary"), pair.bootstrap("backup")
+    create_filled_topic(primary, topic, tricky_records(PARTITIONS, 30, 81, recent_ms(900)))
+    flow = load_mm2_config(write_config(pair, tmp_path, prefix, FOLLOW)).flows[0]
+    source = pair.clusters["primary"].pid
+    os.kill(source, signal.SIGSTOP)
+    try:
+        with RunningFollower(flow, spark_resource) as running:
+            wait_for(
+                "the first layout to fail",
+                lambda: (
+                    running.error is not None
+                    or any(p.startswith("topic refresh") for p in running.reporter.problems)
+                ),
+                120,
+            )
+            assert running.error is None, running.error
+            os.kill(source, signal.SIGCONT)
+            wait_for(
+                "the topic, copied by the same run",
+                replicated(primary, backup, topic, PARTITIONS),
+                240,
+                state=lambda: (running.error, running.reporter.problems[-3:]),
+            )
+            assert running.error is None, running.error
+            assert running.thread.is_alive()
+    finally:
+        os.kill(source, signal.SIGCONT)
+    assert running.error is None, running.error
+    assert_converged(pair, topic)
+
+
 def test_follower_rides_out_a_target_paused_past_its_transaction_timeout(
     pair, tmp_path, spark_resource
 ) -> None:

@@ -22,7 +22,9 @@ from mm2_assets.mm2.alerting import Alert
 from mm2_assets.mm2.config import CONFIG_ENV, FlowConfig
 from mm2_assets.replication.replication_plan import ReplicationPlan
 from mm2_assets.spark.follower import (
+    LAYOUT_ATTEMPTS,
     Follower,
+    FollowerError,
     FollowerReporter,
     FollowerWindow,
     ListedTopics,
@@ -263,6 +265,33 @@ def test_a_topic_refresh_failing_for_long_alerts_and_its_next_success_closes_it(
         assert running.error is None, running.error
     # One alert for the incident, one close: the failing refreshes in between raised nothing.
     assert about_refresh() == ["interval_work_failed", "interval_work_recovered"]
+
+
+def test_a_first_layout_that_keeps_failing_ends_the_follower_after_its_attempts(
+    primary, write_mm2_config, spark_resource
+) -> None:
+    """A follower whose first layout cannot start is not ended by the first failure (see
+    test_broker_faults), but one that keeps failing is, after `LAYOUT_ATTEMPTS` tries backing
+    off, with an error naming the flow and the cause: its host restarts it and alerts."""
+    prefix = unique("nolayout")
+    config = follower_config(write_mm2_config, prefix)
+    flow = load_checked_config(config).flows[0]
+    source = FailingWhileSet(
+        ListedTopics(flow, lambda: admin_client({"bootstrap.servers": primary}))
+    )
+    source.failing.set()
+    with RunningFollower(flow, spark_resource, topics=source) as running:
+        wait_for("the follower to give up", lambda: running.error is not None, 120,
+                 state=lambda: running.reporter.problems[-3:])  # fmt: skip
+    assert isinstance(running.error, FollowerError), running.error
+    message = str(running.error)
+    assert f"flow {flow.name}" in message, message
+    assert f"no layout could start after {LAYOUT_ATTEMPTS} attempts" in message, message
+    assert "the replicated set cannot be read" in message, message
+    # Every attempt before the last was reported, and none started a copy job.
+    refreshes = [p for p in running.reporter.problems if p.startswith("topic refresh")]
+    assert len(refreshes) == LAYOUT_ATTEMPTS - 1, running.reporter.problems
+    assert running.reporter.layouts == []
 
 
 def test_the_follower_keeps_the_copy_map_current_between_reports_and_passes(
