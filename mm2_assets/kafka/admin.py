@@ -273,8 +273,10 @@ def end_offsets(
     `committed_only` asks for the last stable offset, the end a read_committed consumer sees.
     `skip_deleted` leaves out partitions of topics that no longer exist instead of failing.
     `just_created`: the topics were just created, so one the broker does not know yet is
-    asked for again, like a leader being elected, until it serves it or the timeout ends.
-    `timeout` bounds the request (seconds; default: `call_timeout`).
+    asked for again, like a leader being elected, until it serves it; the timeout then runs
+    from the last partition the broker began to serve (a broker brings thousands of new
+    partitions online over a minute or more on a busy machine: a wait that moves on is not
+    cut short). `timeout` bounds the request (seconds; default: `call_timeout`).
     """
     isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
     return _list_offsets(
@@ -379,6 +381,8 @@ def _list_offsets(
                 ) from exc
         if not stale:
             break
+        if just_created and len(stale) < len(wanted):
+            deadline = time.monotonic() + timeout
         # A metadata request refreshes the client's cache (leaders, epochs); then again.
         if attempt:
             time.sleep(min(0.05 * 2**attempt, 1.0))

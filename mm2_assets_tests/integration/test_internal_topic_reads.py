@@ -469,6 +469,25 @@ def test_the_ends_of_many_topics_just_created_are_read_once_their_leaders_are_kn
     finally:
         creating.join()
     assert ends == {(late, 0): 0, (late, 1): 0}
+    # Topics the broker serves one after another over longer than the timeout: the wait goes
+    # on while it moves (the timeout runs from the last one served), as a broker bringing
+    # thousands of new partitions online does.
+    staggered = [unique(f"staggered{i}") for i in range(3)]
+    timers = [
+        threading.Timer(1.0 + 3.5 * i, lambda t=t: admin.create_topics([NewTopic(t, 1, 1)]))
+        for i, t in enumerate(staggered)
+    ]
+    for timer in timers:
+        timer.start()
+    try:
+        started = time.monotonic()
+        ends = end_offsets(admin, [(t, 0) for t in staggered], cluster="backup",
+                           just_created=True, timeout=6)  # fmt: skip
+        assert time.monotonic() - started > 6
+    finally:
+        for timer in timers:
+            timer.join()
+    assert ends == {(t, 0): 0 for t in staggered}
     with pytest.raises(KafkaAdminError, match="never"):
         end_offsets(admin, [(unique("never"), 0)], cluster="backup", timeout=5)
 
