@@ -89,6 +89,14 @@ between reports and checkpoint passes: a pass (and a report) then reads at most 
 much progress itself, instead of everything since the last report."""
 
 
+ENDS_DUTY = 0.05
+"""The largest share of the follower's own loop its reports may spend reading the source's end
+offsets (for the lag they show): a read that took `t` seconds is followed by the next no
+sooner than `t / ENDS_DUTY` later, and reports in between count the lag from the ends read
+last. At a few hundred partitions a read takes milliseconds and every report reads; at 8,000
+one took about a second on a loaded 2-core machine, every 5 s report, a fifth of a core and
+a loop that answered everything else late."""
+
 TOPIC_REFRESH = "topic refresh"
 """The follower's topic refresh, as its problems and `interval_work_failed` alerts name it."""
 
@@ -178,6 +186,28 @@ class _WatchClock:
     """Topic refreshes failed in a row (backs the next one off)."""
 
 
+@dataclass
+class PacedEnds:
+    """The source's end offsets for a follower's reports (the lag they show), read by `read`
+    at most `ENDS_DUTY` of the time: a read that took `t` seconds is reused until `t /
+    ENDS_DUTY` after it started, unless it does not cover every partition asked for (a new
+    layout's)."""
+
+    read: Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
+    clock: Callable[[], float] = time.monotonic
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
+    due: float = 0.0
+
+    def __call__(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The end offsets of `keys` (those of deleted topics left out), read now or reused."""
+        started = self.clock()
+        if started < self.due and all(k in self.ends for k in keys):
+            return self.ends
+        self.ends = self.read(keys)
+        self.due = started + (self.clock() - started) / ENDS_DUTY
+        return self.ends
+
+
 class FollowerReporter:
     """Where a follower reports; every method is a no-op here, hosts override what they show."""
 
@@ -254,6 +284,7 @@ class Follower:
         # The replicated set the running layout copies.
         self._layout: Mapping[str, ReplicatedTopic] = {}
         self._lost: dict[tuple[str, int], int] = {}
+        self._ends = PacedEnds(self._read_source_ends)
         self._slots = 1
         self._sizing_warning: str | None = None
         """Why it runs fewer copy tasks than `tasks.max` asks (shown with its first layout)."""
@@ -672,14 +703,9 @@ class Follower:
             self._heartbeats_sent, self._last_heartbeat = 0, None
         if plan is None or not replicates:
             return before
-        flow = self.flow
         try:
-            progress = tailed_flow_progress(flow)
-            keys = [(s.topic, s.partition) for s in plan.states]
-            # A topic deleted since the layout started is dropped by the next refresh.
-            ends = end_offsets(
-                self._admin("source"), keys, cluster=flow.source.alias, skip_deleted=True
-            )
+            progress = tailed_flow_progress(self.flow)
+            ends = self._ends([(s.topic, s.partition) for s in plan.states])
         except Exception as exc:
             self.reporter.problem("progress report", exc)
             return before
@@ -705,6 +731,12 @@ class Follower:
         self._lost.update(lost_now)
         self.reporter.window(FollowerWindow(started, ended, self.generation, windows))
         return {**before, **now}
+
+    def _read_source_ends(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        # A topic deleted since the layout started is dropped by the next refresh.
+        return end_offsets(
+            self._admin("source"), keys, cluster=self.flow.source.alias, skip_deleted=True
+        )
 
     def _heartbeat(self) -> Report:
         # One producer and one target listing for every heartbeat of this follower: it emits

@@ -223,7 +223,8 @@ def test_a_backlog_is_sent_within_the_calls_time_budget(tmp_path: Path) -> None:
     outbox = AlertOutbox.for_flow(f)
     outbox.add(notices(f.name, *(f"m{i}" for i in range(30))))
     first = outbox.deliver(RecordingSink().send, budget=0.1)
-    assert 2 <= len(first.delivered) < 30 and first.error is None and "budget" in first.skipped
+    # At least the first send (a loaded machine may fit no second one in 0.1 s), not all 30.
+    assert 1 <= len(first.delivered) < 30 and first.error is None and "budget" in first.skipped
     rest = outbox.deliver(RecordingSink().send)
     assert [a.message for a in RECEIVED[f.name]] == [f"m{i}" for i in range(30)]
     assert len(first.delivered) + len(rest.delivered) == 30

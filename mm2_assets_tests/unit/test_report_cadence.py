@@ -8,7 +8,7 @@ from mm2_assets.defs.replication.follower import config_topics_to_record, summar
 from mm2_assets.defs.replication.report_cadence import CountCadence, MaterializeCadence
 from mm2_assets.mm2.topic_configs import TopicConfigDiff
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult
-from mm2_assets.spark.follower import FollowerWindow, PartitionWindow
+from mm2_assets.spark.follower import ENDS_DUTY, FollowerWindow, PacedEnds, PartitionWindow
 from mm2_assets_tests.storage_helpers import stored_bytes, table_rows
 
 
@@ -146,3 +146,31 @@ def test_a_config_sync_that_changed_nothing_records_one_topic_in_turn() -> None:
         recorded[topic] = now
         turns.append(topic)
     assert turns == ["a", "b", "c", "a"]
+
+
+def test_reports_read_the_source_ends_at_most_their_share_of_the_time() -> None:
+    """A read of the source's end offsets that took 0.5 s is reused by the reports of the next
+    0.5 / ENDS_DUTY seconds (at 8,000 partitions a read took about a second, every 5 s report);
+    a partition the last read did not cover (a new layout's) is read at once."""
+    now = [0.0]
+    reads: list[list[tuple[str, int]]] = []
+
+    def read(keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        reads.append(keys)
+        now[0] += 0.5  # the read's own time
+        return {k: 10 * len(reads) for k in keys}
+
+    ends = PacedEnds(read, clock=lambda: now[0])
+    keys = [("a", 0), ("a", 1)]
+    assert ends(keys) == {("a", 0): 10, ("a", 1): 10}
+    reuse_until = 0.5 / ENDS_DUTY
+    for at in (5.0, reuse_until - 0.1):
+        now[0] = at
+        assert ends(keys) == {("a", 0): 10, ("a", 1): 10}
+    assert len(reads) == 1
+    now[0] = reuse_until
+    assert ends(keys)[("a", 0)] == 20
+    # A new partition: read at once, whatever the pace.
+    now[0] += 1.0
+    assert ends([*keys, ("b", 0)]) == {("a", 0): 30, ("a", 1): 30, ("b", 0): 30}
+    assert len(reads) == 3
