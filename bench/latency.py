@@ -117,7 +117,8 @@ LAYOUT_LINE = re.compile(
     r"following (\d+) partitions of (\d+) topics with (\d+) tasks \(layout (\d+)\)"
 )
 WINDOW_LINE = re.compile(
-    r"^(\d\d):(\d\d):(\d\d) (\S+): (\d+) records \((\d+)/s\), lag (\d+) records$"
+    r"^(\d\d):(\d\d):(\d\d) (\S+): (\d+) records \((\d+)/s\), lag (?:at least )?(\d+) "
+    r"records(?: \(source ends read \d+ s ago\))?$"
 )
 
 

@@ -69,8 +69,7 @@ class PrintingReporter(FollowerReporter):
             self._print(stamp_error, error=True)
         seconds = max(window.ended_at - window.started_at, 1e-3)
         records = sum(p.records for p in window.partitions)
-        lag = sum(p.lag for p in window.partitions)
-        self._print(f"{records} records ({records / seconds:.0f}/s), lag {lag} records")
+        self._print(f"{records} records ({records / seconds:.0f}/s), {window.lag_text()}")
         lost = {
             f"{p.topic}-{p.partition}": p.lost_to_retention
             for p in window.partitions

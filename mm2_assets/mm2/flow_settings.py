@@ -371,7 +371,7 @@ class FlowSettings:
         "How often a follower reports records copied, offsets and lag to Dagster (seconds). "
         "The lag's source end offsets are read at most 5 % of the follower's time: at "
         "thousands of partitions, where one read takes about a second, a report may count the "
-        "lag from ends read up to about 20 s earlier.",
+        "lag from ends read up to about 20 s earlier, and then says `lag at least`.",
         blank_is_default=True,
     )
     mm2assets_follower_materialize_interval_seconds: int = flow_setting(

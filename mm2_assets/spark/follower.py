@@ -163,6 +163,17 @@ class FollowerWindow:
     ended_at: float
     generation: int
     partitions: list[PartitionWindow] = field(default_factory=list)
+    ends_age_s: float = 0.0
+    """How old the source end offsets behind the partitions' lag are (0: read for this report;
+    see `ENDS_DUTY`): older ends make each lag a lower bound."""
+
+    def lag_text(self) -> str:
+        """The window's lag as a report line says it: `lag N records`, or, from older source
+        ends, `lag at least N records (source ends read X s ago)`."""
+        lag = sum(p.lag for p in self.partitions)
+        if self.ends_age_s < 1.0:
+            return f"lag {lag} records"
+        return f"lag at least {lag} records (source ends read {self.ends_age_s:.0f} s ago)"
 
     def by_topic(self) -> dict[str, list[PartitionWindow]]:
         """The window's partitions grouped by source topic."""
@@ -197,6 +208,8 @@ class PacedEnds:
     clock: Callable[[], float] = time.monotonic
     ends: dict[tuple[str, int], int] = field(default_factory=dict)
     due: float = 0.0
+    read_at: float = 0.0
+    """When the ends held were read (`clock`)."""
 
     def __call__(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The end offsets of `keys` (those of deleted topics left out), read now or reused."""
@@ -204,8 +217,13 @@ class PacedEnds:
         if started < self.due and all(k in self.ends for k in keys):
             return self.ends
         self.ends = self.read(keys)
-        self.due = started + (self.clock() - started) / ENDS_DUTY
+        self.read_at = self.clock()
+        self.due = started + (self.read_at - started) / ENDS_DUTY
         return self.ends
+
+    def age(self) -> float:
+        """Seconds since the ends held were read."""
+        return self.clock() - self.read_at
 
 
 class FollowerReporter:
@@ -729,7 +747,8 @@ class Follower:
                 )
             )
         self._lost.update(lost_now)
-        self.reporter.window(FollowerWindow(started, ended, self.generation, windows))
+        window = FollowerWindow(started, ended, self.generation, windows, self._ends.age())
+        self.reporter.window(window)
         return {**before, **now}
 
     def _read_source_ends(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -3,6 +3,8 @@ and what each summary records (small, however many partitions the topic has)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mm2_assets.defs.metadata import ROWS_SHOWN
 from mm2_assets.defs.replication.follower import config_topics_to_record, summary_metadata
 from mm2_assets.defs.replication.report_cadence import CountCadence, MaterializeCadence
@@ -174,3 +176,12 @@ def test_reports_read_the_source_ends_at_most_their_share_of_the_time() -> None:
     now[0] += 1.0
     assert ends([*keys, ("b", 0)]) == {("a", 0): 30, ("a", 1): 30, ("b", 0): 30}
     assert len(reads) == 3
+
+
+def test_a_report_from_older_source_ends_says_its_lag_is_a_lower_bound() -> None:
+    """Reused source ends can only be behind the source, so the lag they give is at least
+    the true one's floor: the line says so and how old the ends are."""
+    fresh = window(0.0, ("a", 0, 10, 4))
+    assert fresh.lag_text() == "lag 3 records"
+    stale = replace(fresh, ends_age_s=12.4)
+    assert stale.lag_text() == "lag at least 3 records (source ends read 12 s ago)"

@@ -166,7 +166,6 @@ class DagsterFollowerReporter(FollowerReporter):
         for summary in self.cadence.add(window):
             self._materialize_topic(summary)
         total = sum(p.records for p in window.partitions)
-        lag = sum(p.lag for p in window.partitions)
         # A line per materialize interval (not per report window, 17,280 a day): the run's log
         # shows it is alive, and what it does.
         copied = self.line_cadence.add(total, window.ended_at)
@@ -174,7 +173,7 @@ class DagsterFollowerReporter(FollowerReporter):
             seconds = max(window.ended_at - self._line_since, seconds)
             self._line_since = window.ended_at
             self.context.log.debug(
-                f"{self.flow.name}: {copied} records in {seconds:.1f}s, lag {lag} records"
+                f"{self.flow.name}: {copied} records in {seconds:.1f}s, {window.lag_text()}"
             )
 
     def _materialize_topic(self, summary: TopicSummary) -> None:
