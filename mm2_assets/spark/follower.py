@@ -201,8 +201,9 @@ class _WatchClock:
 class PacedEnds:
     """The source's end offsets for a follower's reports (the lag they show), read by `read`
     at most `ENDS_DUTY` of the time: a read that took `t` seconds is reused until `t /
-    ENDS_DUTY` after it started, unless it does not cover every partition asked for (a new
-    layout's)."""
+    ENDS_DUTY` after it started, unless it does not cover every partition asked for or
+    another layout asks (a topic deleted and recreated keeps its partitions' keys, and the
+    old incarnation's ends would overstate its lag, which reused ends must never do)."""
 
     read: Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
     clock: Callable[[], float] = time.monotonic
@@ -210,13 +211,20 @@ class PacedEnds:
     due: float = 0.0
     read_at: float = 0.0
     """When the ends held were read (`clock`)."""
+    generation: int = -1
+    """The layout the ends held were read for."""
 
-    def __call__(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The end offsets of `keys` (those of deleted topics left out), read now or reused."""
+    def __call__(self, keys: list[tuple[str, int]], generation: int) -> dict[tuple[str, int], int]:
+        """The end offsets of `keys` (those of deleted topics left out) for layout
+        `generation`, read now or reused."""
         started = self.clock()
-        if started < self.due and all(k in self.ends for k in keys):
+        if (
+            started < self.due
+            and generation == self.generation
+            and all(k in self.ends for k in keys)
+        ):
             return self.ends
-        self.ends = self.read(keys)
+        self.ends, self.generation = self.read(keys), generation
         self.read_at = self.clock()
         self.due = started + (self.read_at - started) / ENDS_DUTY
         return self.ends
@@ -723,7 +731,7 @@ class Follower:
             return before
         try:
             progress = tailed_flow_progress(self.flow)
-            ends = self._ends([(s.topic, s.partition) for s in plan.states])
+            ends = self._ends([(s.topic, s.partition) for s in plan.states], self.generation)
         except Exception as exc:
             self.reporter.problem("progress report", exc)
             return before

@@ -5,9 +5,11 @@ source throttled below a batch per transaction timeout."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -16,6 +18,8 @@ from confluent_kafka.admin import AdminClient
 from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import load_mm2_config
+from mm2_assets.replication.copy_follow import FollowCopier
+from mm2_assets.replication.copy_shared import Fetched, copy_from_progress
 from mm2_assets.replication.copy_task import CopyError, run_copy_task
 from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
 from mm2_assets.replication.replication_state import measure_lag
@@ -592,3 +596,61 @@ def test_follower_survives_deleted_and_recreated_topics_and_reports_gaps(
             lambda: consume_all(backup, f"primary.{steady}", [0])[0] == expected,
         )
     assert running.error is None, running.error
+
+
+def test_a_partition_the_followers_consumer_stops_fetching_is_fetched_by_a_new_one(
+    primary, backup, write_mm2_config
+) -> None:
+    # After a source broker restart librdkafka can leave an assigned partition unfetched for
+    # good, with no error (a suite run: two partitions of a task 8 minutes behind, the rest
+    # copied on). Here the task's consumer stops fetching partition 0 (paused) once it has
+    # copied some of it; the rest of the task copies on, and records keep coming to both.
+    topic = unique("unfetched")
+    create_topic(primary, topic, partitions=2)
+    produce(primary, topic, spread(20, "before", 2))
+    flow = load_mm2_config(write_mm2_config()).flow("primary->backup")
+    (task,) = assign_tasks(flow, plan_replication(flow, [topic]), 1, None)
+    unbounded = tuple(replace(p, end_offset=None) for p in task.partitions)
+    following = replace(task, partitions=unbounded)
+    stop = threading.Event()
+    copiers: list[FollowCopier] = []
+
+    class Unfetched(FollowCopier):
+        """The follower's copier, its consumer made to stop fetching partition 0; it ends
+        when `stop` is set, between transactions."""
+
+        watch_interval_s = 1.0
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            copiers.append(self)
+            self.stuck = False
+
+        def _after_fetch(self, fetched: Fetched) -> None:
+            super()._after_fetch(fetched)
+            if not self.stuck and self.by_partition[(topic, 0)].position > 0:
+                self.consumer.pause([TopicPartition(topic, 0)])
+                self.stuck = True
+
+        def _next_ask(self) -> tuple[int, float] | None:
+            if stop.is_set() and not self.in_txn:
+                return None
+            return super()._next_ask()
+
+    with ThreadPoolExecutor(1) as pool:
+        copying = pool.submit(copy_from_progress, following, Unfetched)
+        try:
+            wait_for("the first records copied", replicated(primary, backup, topic, 2), 60)
+            [copier] = copiers
+            assert copier.stuck
+            for i in range(3):  # a producer going on
+                produce(primary, topic, spread(20, f"after-{i}", 2))
+            wait_for("every record copied", replicated(primary, backup, topic, 2), 60,
+                     state=lambda: [lane.position for lane in copier.lanes])  # fmt: skip
+        finally:
+            stop.set()
+        copying.result(60)
+    source = consume_all(primary, topic, [0, 1])
+    assert consume_all(backup, f"primary.{topic}", [0, 1]) == source  # each once, in order
+    assert len(source[0]) == len(source[1]) == 40
+    assert copier.consumers_replaced == 1

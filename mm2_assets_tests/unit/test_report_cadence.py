@@ -164,18 +164,23 @@ def test_reports_read_the_source_ends_at_most_their_share_of_the_time() -> None:
 
     ends = PacedEnds(read, clock=lambda: now[0])
     keys = [("a", 0), ("a", 1)]
-    assert ends(keys) == {("a", 0): 10, ("a", 1): 10}
+    assert ends(keys, 1) == {("a", 0): 10, ("a", 1): 10}
     reuse_until = 0.5 / ENDS_DUTY
     for at in (5.0, reuse_until - 0.1):
         now[0] = at
-        assert ends(keys) == {("a", 0): 10, ("a", 1): 10}
+        assert ends(keys, 1) == {("a", 0): 10, ("a", 1): 10}
     assert len(reads) == 1
     now[0] = reuse_until
-    assert ends(keys)[("a", 0)] == 20
+    assert ends(keys, 1)[("a", 0)] == 20
     # A new partition: read at once, whatever the pace.
     now[0] += 1.0
-    assert ends([*keys, ("b", 0)]) == {("a", 0): 30, ("a", 1): 30, ("b", 0): 30}
+    assert ends([*keys, ("b", 0)], 1) == {("a", 0): 30, ("a", 1): 30, ("b", 0): 30}
     assert len(reads) == 3
+    # Another layout over the same partitions (a topic deleted and recreated at once): the
+    # ends held may be the old topic's, higher than the new one's, so they are read again.
+    now[0] += 1.0
+    assert ends([*keys, ("b", 0)], 2) == {("a", 0): 40, ("a", 1): 40, ("b", 0): 40}
+    assert len(reads) == 4
 
 
 def test_a_report_from_older_source_ends_says_its_lag_is_a_lower_bound() -> None:
