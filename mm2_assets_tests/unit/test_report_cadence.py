@@ -190,3 +190,16 @@ def test_a_report_from_older_source_ends_says_its_lag_is_a_lower_bound() -> None
     assert fresh.lag_text() == "lag 3 records"
     stale = replace(fresh, ends_age_s=12.4)
     assert stale.lag_text() == "lag at least 3 records (source ends read 12 s ago)"
+
+
+def test_a_summary_says_how_old_the_source_ends_behind_its_lag_are() -> None:
+    """At scale a report reuses source ends read a while ago: the materialization says how
+    old they were in its last window, so its lag reads as the lower bound it is."""
+    cadence = MaterializeCadence(10)
+    cadence.add(replace(window(0, ("a", 0, 10, 10)), ends_age_s=0.2))
+    [summary] = cadence.add(replace(window(10, ("a", 0, 14, 4)), ends_age_s=17.46))
+    metadata = summary_metadata(summary)
+    assert metadata["remaining_lag_records"] == 3
+    assert metadata["source_ends_age_seconds"] == 17.5
+    [fresh] = cadence.add(replace(window(20, ("a", 0, 18, 4)), ends_age_s=0.0))
+    assert "source_ends_age_seconds" not in summary_metadata(fresh)  # the exact lag

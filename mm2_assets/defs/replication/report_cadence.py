@@ -30,6 +30,9 @@ class TopicSummary:
     """Each partition's next offset when the summary started."""
     records: dict[int, int] = field(default_factory=dict)
     lost_to_retention: dict[int, int] = field(default_factory=dict)
+    ends_age_s: float = 0.0
+    """How old the source ends behind `lag` were (see `FollowerWindow.ends_age_s`): older ends
+    make the lag a lower bound."""
 
     @property
     def total(self) -> int:
@@ -41,15 +44,15 @@ class TopicSummary:
         """Records waiting on the source now, all partitions."""
         return sum(p.lag for p in self.partitions.values())
 
-    def add(self, parts: list[PartitionWindow], ended_at: float) -> None:
-        """Add one report window of this topic."""
+    def add(self, parts: list[PartitionWindow], ended_at: float, ends_age_s: float = 0.0) -> None:
+        """Add one report window of this topic (its source ends read `ends_age_s` before)."""
         for p in parts:
             self.from_offsets.setdefault(p.partition, p.next_offset - p.records)
             self.records[p.partition] = self.records.get(p.partition, 0) + p.records
             lost = self.lost_to_retention.get(p.partition, 0) + p.lost_to_retention
             self.lost_to_retention[p.partition] = lost
             self.partitions[p.partition] = p
-        self.ended_at = ended_at
+        self.ended_at, self.ends_age_s = ended_at, ends_age_s
 
 
 class MaterializeCadence:
@@ -74,7 +77,7 @@ class MaterializeCadence:
                     topic, parts[0].remote_topic, window.started_at, window.ended_at, {}, {}
                 )
                 self._pending[topic] = summary
-            summary.add(parts, window.ended_at)
+            summary.add(parts, window.ended_at, window.ends_age_s)
         due = [
             topic
             for topic in self._pending
