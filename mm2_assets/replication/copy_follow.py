@@ -33,7 +33,7 @@ from mm2_assets.replication.copy_shared import (
     copy_from_progress,
     start_lanes,
 )
-from mm2_assets.replication.fetch_watch import WATCH_INTERVAL_S, FetchWatch, Key
+from mm2_assets.replication.fetch_watch import FetchWatch, Key
 from mm2_assets.stores.topic_reader import TopicReadError
 from mm2_assets.stores.writer_lease import LeaseTail, WriterLeaseLost, read_slot_layout
 
@@ -163,8 +163,6 @@ class FollowCopier(Copier):
 
     follows = True
     producer_defaults = _FOLLOWER_PRODUCER_DEFAULTS
-    watch_interval_s: float = WATCH_INTERVAL_S
-    """The interval of the task's `FetchWatch` (shorter in tests)."""
 
     def __init__(
         self,
@@ -186,9 +184,6 @@ class FollowCopier(Copier):
             if spec.lease is not None
             else None
         )
-        self.watch = FetchWatch(self._read_ends, interval=self.watch_interval_s)
-        self.consumers_replaced = 0
-        """Consumers replaced because they stopped fetching partitions (`_refetch`)."""
 
     def close(self) -> None:
         """The base's clients, then the lease tail."""
@@ -307,34 +302,13 @@ class FollowCopier(Copier):
         ):
             self._commit()
             self.in_txn = False
-        self.watch.fetched(quiet)
-        if self.watch.due():
-            self._admin()  # made here, not in the watch's thread
-            positions = {k.key: k.position for k in self.lanes if not k.done and k.position >= 0}
-            unfetched = self.watch.check(positions)
-            if unfetched:
-                self._refetch(unfetched, positions)
+
+    def _new_watch(self) -> FetchWatch:
+        """A follower does not know its partitions' ends: the watch asks the source, in the
+        background."""
+        return FetchWatch(self._read_ends, interval=self.watch_interval_s)
 
     def _read_ends(self, keys: list[Key]) -> dict[Key, int]:
         """The source's committed end offsets of `keys` (for the watch, in its thread)."""
         source = self.spec.flow.partition("->")[0]
         return end_offsets(self._admin(), keys, cluster=source, skip_deleted=True, timeout=10)
-
-    def _refetch(self, unfetched: list[Key], positions: dict[Key, int]) -> None:
-        """Fetch every partition with a new consumer, at the positions copied up to: the
-        old one stopped fetching `unfetched` (see `FetchWatch`). What it had fetched and not
-        handed out yet is fetched again; nothing copied is read twice."""
-        names = ", ".join(f"{t}-{p} at {positions[(t, p)]}" for t, p in unfetched[:10])
-        more = f" and {len(unfetched) - 10} more" if len(unfetched) > 10 else ""
-        log.warning(
-            "%s: its consumer fetched nothing of %s%s for over %.0f s though the source holds "
-            "committed records past those positions (librdkafka can leave a partition "
-            "unfetched after a broker restart); fetching with a new consumer",
-            self.spec.transactional_id,
-            names,
-            more,
-            self.watch.interval,
-        )
-        self.consumers_replaced += 1
-        self._stale_consumer = True
-        self._assign()

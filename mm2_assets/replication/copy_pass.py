@@ -26,6 +26,7 @@ from mm2_assets.replication.copy_shared import (
     Fetched,
     copy_from_progress,
 )
+from mm2_assets.replication.fetch_watch import FetchWatch, Key, read_now
 
 PASS_COMMIT_INTERVAL_S = 5.0
 """The longest a pass's transaction stays open (seconds) when its producer's transaction
@@ -110,6 +111,13 @@ class PassCopier(Copier):
             # A slow source: wait no longer than the open transaction may stay open.
             timeout = min(timeout, max(0.0, self.deadline - time.monotonic()))
         return max(1, min(CONSUME_BATCH, left)), timeout
+
+    def _new_watch(self) -> FetchWatch:
+        """A pass knows its partitions' ends (planned: committed records): no read."""
+        return FetchWatch(self._planned_ends, interval=self.watch_interval_s, start=read_now)
+
+    def _planned_ends(self, keys: list[Key]) -> dict[Key, int]:
+        return {k: self.by_partition[k].range.end_offset or 0 for k in keys}
 
     def _fetch(self, wanted: int, timeout: float) -> list[Message]:
         """Up to `wanted` records (and events) within `timeout`: the pass asks for what its

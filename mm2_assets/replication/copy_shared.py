@@ -40,6 +40,7 @@ from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.mm2.copy_map import CopiedRun, copied_runs
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
+from mm2_assets.replication.fetch_watch import WATCH_INTERVAL_S, FetchWatch, Key
 from mm2_assets.replication.offset_sync_writer import OffsetSyncWriter
 from mm2_assets.stores.progress_store import read_progress
 from mm2_assets.stores.topic_reader import TopicReadError
@@ -471,6 +472,8 @@ class Copier(ABC):
     producer_defaults: ClassVar[Mapping[str, object]] = {}
     """Producer settings of the copier's kind over the copy's defaults (see
     `start_transactional_producer`)."""
+    watch_interval_s: ClassVar[float] = WATCH_INTERVAL_S
+    """The interval of the copier's `FetchWatch` (shorter in tests)."""
 
     def __init__(
         self,
@@ -514,6 +517,9 @@ class Copier(ABC):
         self._stale_consumer = False
         """Whether a lane moved to a recreated topic: the consumer is replaced before the
         next assignment (`_assign`)."""
+        self.watch = self._new_watch()
+        self.consumers_replaced = 0
+        """Consumers replaced because they stopped fetching partitions (`_refetch`)."""
         self.syncs = OffsetSyncWriter(
             flow=spec.flow,
             topic=spec.offset_syncs_topic,
@@ -783,7 +789,44 @@ class Copier(ABC):
             fetched.drained = len(messages) < ask[0]
             self._copy_fetched(fetched, polled_at)
             self._after_fetch(fetched)
+            self._watch(fetched.drained)
             self.producer.poll(0)
+
+    def _watch(self, drained: bool) -> None:
+        """After each fetch: partitions the consumer stopped fetching (see `FetchWatch`) are
+        fetched with a new one."""
+        self.watch.fetched(drained)
+        if not self.watch.due():
+            return
+        self._admin()  # made here, not in a watch's thread
+        positions = {k.key: k.position for k in self.lanes if not k.done and k.position >= 0}
+        unfetched = self.watch.check(positions)
+        if unfetched:
+            self._refetch(unfetched, positions)
+
+    def _refetch(self, unfetched: list[Key], positions: dict[Key, int]) -> None:
+        """Fetch every partition with a new consumer, at the positions copied up to: the
+        old one stopped fetching `unfetched` (see `FetchWatch`). What it had fetched and not
+        handed out yet is fetched again; nothing copied is read twice."""
+        names = ", ".join(f"{t}-{p} at {positions[(t, p)]}" for t, p in unfetched[:10])
+        more = f" and {len(unfetched) - 10} more" if len(unfetched) > 10 else ""
+        log.warning(
+            "%s: its consumer fetched nothing of %s%s for over %.0f s, the source holding "
+            "committed records past those positions for over %.0f s (librdkafka can leave a "
+            "partition unfetched after a broker restart); fetching with a new consumer",
+            self.spec.transactional_id,
+            names,
+            more,
+            1.5 * self.watch.interval,
+            0.5 * self.watch.interval,
+        )
+        self.consumers_replaced += 1
+        self._stale_consumer = True
+        self._assign()
+
+    @abstractmethod
+    def _new_watch(self) -> FetchWatch:
+        """The copier's `FetchWatch`: how it learns the ends of its partitions."""
 
     @abstractmethod
     def _next_ask(self) -> tuple[int, float] | None:

@@ -1,20 +1,20 @@
-"""A follower copy task's watch on its own consumer: partitions it no longer fetches.
+"""A copy task's watch on its own consumer: partitions it no longer fetches.
 
 librdkafka can leave an assigned partition unfetched for good after its leader's broker
 restarts: a metadata update that names no leader leaves the partition without one
 (confluentinc/librdkafka#5430), a leader flip during a migration leaves it on a broker that
 refuses its fetches (#5593). The consumer goes on answering polls and reports no error while
-the partition's records wait on the source, and a follower would wait with them until it is
-restarted (a suite run saw two partitions of one task stay behind for 8 minutes after the
-source cluster restarted, the task's other partitions copied on).
+the partition's records wait on the source: a follower would wait with them until restarted
+(a suite run saw two partitions of one task stay behind for 8 minutes after the source
+cluster restarted, the task's other partitions copied on), and a pass would never end.
 
-The watch names the partitions that held committed records past their position when the
-source was asked, and had still not moved one watch interval later, while the task's
-consumer kept coming back with its queue empty (so the task was not merely busy elsewhere).
-The copier then replaces its consumer: a new one has its own metadata and fetches from the
-positions copied up to, so nothing is lost or copied twice. Only partitions that did not move
-for an interval are asked about, in the background (the copy loop never waits for it), at
-most `WATCH_DUTY` of the time.
+The watch names the partitions that held committed records past their position when it
+looked, and had still not moved half an interval later, while the task's consumer kept coming
+back with its queue empty (so the task was not merely busy elsewhere). The copier then
+replaces its consumer: a new one has its own metadata and fetches from the positions copied
+up to, so nothing is lost or copied twice. Only partitions that did not move for an interval
+are looked at. A follower asks the source for their ends in the background (the copy loop
+never waits for it), at most `WATCH_DUTY` of the time; a pass knows them (its planned ends).
 """
 
 from __future__ import annotations
@@ -53,6 +53,13 @@ def read_in_background(read: ReadEnds, keys: list[Key]) -> Future[Mapping[Key, i
             future.set_exception(exc)
 
     threading.Thread(target=run, name="fetch watch", daemon=True).start()
+    return future
+
+
+def read_now(read: ReadEnds, keys: list[Key]) -> Future[Mapping[Key, int]]:
+    """`read(keys)` at once (ends known without asking, as a pass's planned ones)."""
+    future: Future[Mapping[Key, int]] = Future()
+    future.set_result(read(keys))
     return future
 
 

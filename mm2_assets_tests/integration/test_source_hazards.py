@@ -19,7 +19,8 @@ from mm2_assets.checkpointing.remote_cluster_utils import translate_offsets
 from mm2_assets.kafka.clients import load_checked_config
 from mm2_assets.mm2.config import load_mm2_config
 from mm2_assets.replication.copy_follow import FollowCopier
-from mm2_assets.replication.copy_shared import Fetched, copy_from_progress
+from mm2_assets.replication.copy_pass import PassCopier
+from mm2_assets.replication.copy_shared import CopyResult, Fetched, copy_from_progress
 from mm2_assets.replication.copy_task import CopyError, run_copy_task
 from mm2_assets.replication.replication_plan import assign_tasks, plan_replication
 from mm2_assets.replication.replication_state import measure_lag
@@ -598,6 +599,17 @@ def test_follower_survives_deleted_and_recreated_topics_and_reports_gaps(
     assert running.error is None, running.error
 
 
+def two_partition_task(primary: str, write_mm2_config, name: str, records: int):
+    """A new 2-partition topic holding `records` records, and a pass's copy task of it (the
+    internal and remote topics made): (topic, task)."""
+    topic = unique(name)
+    create_topic(primary, topic, partitions=2)
+    produce(primary, topic, spread(records, "before", 2))
+    flow = load_mm2_config(write_mm2_config()).flow("primary->backup")
+    (task,) = assign_tasks(flow, plan_replication(flow, [topic]), 1, None)
+    return topic, task
+
+
 def test_a_partition_the_followers_consumer_stops_fetching_is_fetched_by_a_new_one(
     primary, backup, write_mm2_config
 ) -> None:
@@ -605,11 +617,7 @@ def test_a_partition_the_followers_consumer_stops_fetching_is_fetched_by_a_new_o
     # good, with no error (a suite run: two partitions of a task 8 minutes behind, the rest
     # copied on). Here the task's consumer stops fetching partition 0 (paused) once it has
     # copied some of it; the rest of the task copies on, and records keep coming to both.
-    topic = unique("unfetched")
-    create_topic(primary, topic, partitions=2)
-    produce(primary, topic, spread(20, "before", 2))
-    flow = load_mm2_config(write_mm2_config()).flow("primary->backup")
-    (task,) = assign_tasks(flow, plan_replication(flow, [topic]), 1, None)
+    topic, task = two_partition_task(primary, write_mm2_config, "unfetched", 20)
     unbounded = tuple(replace(p, end_offset=None) for p in task.partitions)
     following = replace(task, partitions=unbounded)
     stop = threading.Event()
@@ -653,4 +661,43 @@ def test_a_partition_the_followers_consumer_stops_fetching_is_fetched_by_a_new_o
     source = consume_all(primary, topic, [0, 1])
     assert consume_all(backup, f"primary.{topic}", [0, 1]) == source  # each once, in order
     assert len(source[0]) == len(source[1]) == 40
+    assert copier.consumers_replaced == 1
+
+
+def test_a_partition_a_passs_consumer_never_fetches_is_fetched_by_a_new_one(
+    primary, backup, write_mm2_config
+) -> None:
+    # A pass would otherwise wait for the partition's planned end for ever: its run hangs.
+    topic, task = two_partition_task(primary, write_mm2_config, "unfetched-pass", 40)
+    copiers: list[PassCopier] = []
+
+    class Unfetched(PassCopier):
+        """The pass's copier, its first consumer made never to fetch partition 0."""
+
+        watch_interval_s = 1.0
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            copiers.append(self)
+            self.stuck = False
+
+        def _assign(self) -> None:
+            super()._assign()
+            if not self.stuck:
+                self.consumer.pause([TopicPartition(topic, 0)])
+                self.stuck = True
+
+    # A daemon thread: a pass left hanging must not hang the test process's exit too.
+    outcome: list[list[CopyResult]] = []
+    copying = threading.Thread(
+        target=lambda: outcome.append(copy_from_progress(task, Unfetched)), daemon=True
+    )
+    copying.start()
+    copying.join(60)
+    assert outcome, "the pass did not end within 60 s"
+    [results] = outcome
+    source = consume_all(primary, topic, [0, 1])
+    assert consume_all(backup, f"primary.{topic}", [0, 1]) == source  # each once, in order
+    assert [r.records for r in results] == [20, 20]
+    [copier] = copiers
     assert copier.consumers_replaced == 1

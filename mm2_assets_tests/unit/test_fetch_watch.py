@@ -122,13 +122,19 @@ def test_after_naming_the_watch_starts_afresh(source: Source, clock: list[float]
     assert tick(watch, clock, {A: 10}) == [A]
 
 
-def test_a_read_still_running_is_never_waited_for(clock: list[float]) -> None:
+def read_started(clock: list[float]) -> tuple[FetchWatch, Future[Mapping[Key, int]]]:
+    """A watch whose first read of A (quiet at 10) has started and not finished."""
     pending: Future[Mapping[Key, int]] = Future()
     watch = FetchWatch(
         lambda keys: {}, interval=15.0, clock=lambda: clock[0], start=lambda read, keys: pending
     )
     tick(watch, clock, {A: 10})
-    tick(watch, clock, {A: 10})  # the read starts
+    tick(watch, clock, {A: 10})
+    return watch, pending
+
+
+def test_a_read_still_running_is_never_waited_for(clock: list[float]) -> None:
+    watch, pending = read_started(clock)
     assert tick(watch, clock, {A: 10}) == []  # not back yet: the loop goes on
     assert watch.next_at == clock[0] + 1.0  # and looks again shortly
     clock[0] += 3.0
@@ -141,12 +147,7 @@ def test_a_read_still_running_is_never_waited_for(clock: list[float]) -> None:
 
 
 def test_reads_take_at_most_the_watch_duty_of_the_time(clock: list[float]) -> None:
-    pending: Future[Mapping[Key, int]] = Future()
-    watch = FetchWatch(
-        lambda keys: {}, interval=15.0, clock=lambda: clock[0], start=lambda read, keys: pending
-    )
-    tick(watch, clock, {A: 10})
-    tick(watch, clock, {A: 10})  # the read starts
+    watch, pending = read_started(clock)
     clock[0] += 2.0  # thousands of partitions on a loaded machine: it takes 2 s
     pending.set_result({A: 10})
     clock[0] += 13.0
