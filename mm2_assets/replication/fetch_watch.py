@@ -120,8 +120,9 @@ class FetchWatch:
 
     def check(self, positions: Mapping[Key, int]) -> list[Key]:
         """The partitions (of `positions`, the lanes still copying) whose records waited on
-        the source at least half an interval without the consumer fetching any; starts the
-        next read."""
+        the source at least half an interval without the consumer fetching any, while it
+        came back dry `DRY_FETCHES` times (a partition stays waiting until both hold or it
+        moves); starts the next read."""
         now = self.clock()
         if self._read is not None:
             if not self._read.future.done():
@@ -129,15 +130,13 @@ class FetchWatch:
                 return []
             self._take_in(self._read, now)
             self._read = None
-        ripe = [k for k, w in self._waiting.items() if now - w.seen >= self.interval / 2]
-        unfetched = sorted(
-            key
-            for key in ripe
-            if positions.get(key) == self._waiting[key].position
-            and self.dry - self._waiting[key].dry >= DRY_FETCHES
-        )
-        for key in ripe:
-            del self._waiting[key]
+        unfetched = []
+        for key, waiting in list(self._waiting.items()):
+            if positions.get(key) != waiting.position:
+                del self._waiting[key]  # fetched after all (or no longer copied)
+            elif now - waiting.seen >= self.interval / 2 and self.dry - waiting.dry >= DRY_FETCHES:
+                unfetched.append(key)
+        unfetched.sort()
         if unfetched:
             # The copier starts afresh: positions are watched again from the next check.
             self._last, self._waiting = {}, {}

@@ -153,3 +153,14 @@ def test_reads_take_at_most_the_watch_duty_of_the_time(clock: list[float]) -> No
     clock[0] += 13.0
     watch.check({A: 10})
     assert watch.next_at == pytest.approx(clock[0] + 2.0 / WATCH_DUTY)
+
+
+def test_dry_fetches_fewer_than_checks_still_add_up(source: Source, clock: list[float]) -> None:
+    # A pass waits a second per empty fetch: one dry fetch between checks. The partition
+    # stays waiting while it does not move, so its dry fetches add up across checks.
+    watch = watch_of(source, clock)
+    source.ends = {A: 20}
+    tick(watch, clock, {A: 0}, dry=1)
+    tick(watch, clock, {A: 0}, dry=1)
+    assert tick(watch, clock, {A: 0}, dry=1) == []  # one dry fetch since it was seen waiting
+    assert tick(watch, clock, {A: 0}, dry=1) == [A]
