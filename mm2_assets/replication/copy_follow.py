@@ -305,7 +305,9 @@ class FollowCopier(Copier):
 
     def _new_watch(self) -> FetchWatch:
         """A follower does not know its partitions' ends: the watch asks the source, in the
-        background."""
+        background, with the task's source admin (made here, not in the watch's thread; its
+        commits' topic-id checks use it anyway)."""
+        self._admin()
         return FetchWatch(self._read_ends, interval=self.watch_interval_s)
 
     def _read_ends(self, keys: list[Key]) -> dict[Key, int]:

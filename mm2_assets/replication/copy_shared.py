@@ -798,7 +798,6 @@ class Copier(ABC):
         self.watch.fetched(drained)
         if not self.watch.due():
             return
-        self._admin()  # made here, not in a watch's thread
         positions = {k.key: k.position for k in self.lanes if not k.done and k.position >= 0}
         unfetched = self.watch.check(positions)
         if unfetched:
