@@ -156,12 +156,15 @@ class FetchWatch:
     def _take_in(self, read: _Read, now: float) -> None:
         """A finished read: the partitions with committed records past their position then
         wait to be judged (one already waiting keeps its first sighting)."""
-        finished = read.finished if read.finished is not None else now
-        self._cost = finished - read.started
+        finished, dry = read.finished, read.dry
+        if finished is None:  # done, its callback not run yet (its thread is between the two)
+            finished, dry = now, self.dry  # seen from now on; its cost is not known
+        else:
+            self._cost = finished - read.started
         try:
             ends = read.future.result()
         except Exception:  # the source away: nothing to judge by
             return
         for key, position in read.positions.items():
             if ends.get(key, position) > position:
-                self._waiting.setdefault(key, _Waiting(position, finished, read.dry))
+                self._waiting.setdefault(key, _Waiting(position, finished, dry))

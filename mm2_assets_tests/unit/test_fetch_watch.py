@@ -164,3 +164,26 @@ def test_dry_fetches_fewer_than_checks_still_add_up(source: Source, clock: list[
     tick(watch, clock, {A: 0}, dry=1)
     assert tick(watch, clock, {A: 0}, dry=1) == []  # one dry fetch since it was seen waiting
     assert tick(watch, clock, {A: 0}, dry=1) == [A]
+
+
+class CallbacksLater(Future):
+    """A future whose done-callbacks have not run yet (its thread set the result and was
+    preempted before running them)."""
+
+    def add_done_callback(self, fn) -> None:
+        pass
+
+
+def test_a_read_done_before_its_callback_counts_dry_fetches_from_when_taken_in(
+    clock: list[float],
+) -> None:
+    done: Future[Mapping[Key, int]] = CallbacksLater()
+    done.set_result({A: 20})
+    watch = FetchWatch(
+        lambda keys: {}, interval=15.0, clock=lambda: clock[0], start=lambda read, keys: done
+    )
+    tick(watch, clock, {A: 0})
+    tick(watch, clock, {A: 0})  # the read starts (and is done at once)
+    assert tick(watch, clock, {A: 0}, dry=50) == []  # taken in now: seen now, not before
+    assert tick(watch, clock, {A: 0}, dry=DRY_FETCHES - 1) == []
+    assert tick(watch, clock, {A: 0}, dry=1) == [A]
