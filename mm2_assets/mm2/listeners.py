@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mm2_assets.mm2 import plugins
+from mm2_assets.mm2.name_lists import listed
 
 __all__ = [
     "GROUP_LISTENER_CLASS_CONFIG",
@@ -180,12 +181,12 @@ class TopicSetChange:
         """One line for logs: `+2 -1 ~0 (added a, b; removed c)`."""
         parts = []
         if self.added:
-            parts.append("added " + ", ".join(self.added))
+            parts.append("added " + listed(list(self.added)))
         if self.removed:
-            parts.append("removed " + ", ".join(self.removed))
+            parts.append("removed " + listed(list(self.removed)))
         if self.renamed:
             parts.append(
-                "renamed " + ", ".join(f"{t} ({a} -> {b})" for t, (a, b) in self.renamed.items())
+                "renamed " + listed([f"{t} ({a} -> {b})" for t, (a, b) in self.renamed.items()])
             )
         counts = f"+{len(self.added)} -{len(self.removed)} ~{len(self.renamed)}"
         return f"{counts} ({'; '.join(parts)})" if parts else f"{counts} (no change)"
@@ -235,9 +236,9 @@ class GroupSetChange:
         """One line for logs: `+1 -0 (added g1)`."""
         parts = []
         if self.added:
-            parts.append("added " + ", ".join(self.added))
+            parts.append("added " + listed(self.added))
         if self.removed:
-            parts.append("removed " + ", ".join(self.removed))
+            parts.append("removed " + listed(self.removed))
         counts = f"+{len(self.added)} -{len(self.removed)}"
         return f"{counts} ({'; '.join(parts)})" if parts else f"{counts} (no change)"
 

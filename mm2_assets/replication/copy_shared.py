@@ -38,6 +38,7 @@ from mm2_assets.kafka.clients import committed_reader_config
 from mm2_assets.kafka.closing import close_within
 from mm2_assets.kafka.transactions import init_transactional_producer
 from mm2_assets.mm2.copy_map import CopiedRun, copied_runs
+from mm2_assets.mm2.name_lists import listed
 from mm2_assets.mm2.progress import Progress, is_other_incarnation, progress_partition
 from mm2_assets.mm2.wire import OffsetSync
 from mm2_assets.replication.fetch_watch import WATCH_INTERVAL_S, FetchWatch, Key
@@ -64,13 +65,42 @@ _CONSUMER_DEFAULTS = {
     "queued.min.messages": 200_000,
 }
 # How long the broker holds a fetch that finds nothing new (records arriving answer it at
-# once: fetch.min.bytes is 1). A pass reads to a known end, and learns that a partition's last
-# offsets hold no record (markers) from an empty answer, so it asks often. A follower's
-# consumers are idle most of their life: they wait as long as MM2's (the Kafka consumer's
-# default), which took an idle follower's load on the brokers from 4.0 to 1.4 s of CPU a
-# minute, with the same latency at 20 records/s.
+# once, but over many partitions: see `FETCH_LISTINGS_PER_S`). A pass reads to a known end,
+# and learns that a partition's last offsets hold no record (markers) from an empty answer,
+# so it asks often. A follower's consumers are idle most of their life: they wait as long as
+# MM2's (the Kafka consumer's default), which took an idle follower's load on the brokers
+# from 4.0 to 1.4 s of CPU a minute, with the same latency at 20 records/s.
 _PASS_FETCH_WAIT_MS = 50
 _FOLLOW_FETCH_WAIT_MS = 500
+
+FETCH_LISTINGS_PER_S = 40_000
+"""How many partitions a follower task's fetches name a second, at most, while records
+trickle in. librdkafka has no fetch sessions (KIP-227): every fetch names every partition the
+consumer holds and the broker reads each one. Answered at the first record, a task of 4,000
+partitions fetched up to once per record (125 a second), and the load on the source broker
+slowed the whole path: at 8,000 partitions and 250 records/s the copy tasks' transactions took
+2-4 s to flush and the p99 was 9.4 s; gathering 100 ms a fetch, 4.3 s (bench/many_topics.py
+on 2 cores, 2026-12-02)."""
+PACED_FETCH_MIN_WAIT_MS = 10
+"""Below this gather time (400 partitions a task) a follower's fetches are not paced: a few
+partitions cost the broker little and their records are copied the moment they arrive."""
+PACED_FETCH_MIN_BYTES = 1024 * 1024
+"""What a paced fetch gathers before it is answered early: a backlog is read in fetches of a
+megabyte or more, never waiting."""
+
+
+def fetch_settings(*, follows: bool, partitions: int) -> dict[str, int]:
+    """The consumer's fetch settings for a copy task of `partitions` partitions: a pass asks
+    often (it reads to known ends); a follower waits as long as MM2 for an idle fetch and,
+    over many partitions, gathers records for `partitions / FETCH_LISTINGS_PER_S` seconds
+    (at most that wait) before a fetch is answered, unless a megabyte is there first."""
+    if not follows:
+        return {"fetch.wait.max.ms": _PASS_FETCH_WAIT_MS}
+    gather_ms = min(partitions * 1000 // FETCH_LISTINGS_PER_S, _FOLLOW_FETCH_WAIT_MS)
+    if gather_ms < PACED_FETCH_MIN_WAIT_MS:
+        return {"fetch.wait.max.ms": _FOLLOW_FETCH_WAIT_MS}
+    return {"fetch.wait.max.ms": gather_ms, "fetch.min.bytes": PACED_FETCH_MIN_BYTES}
+
 
 # Consumer errors meaning the source topic is gone (deleted while a task copies it).
 _TOPIC_GONE = {
@@ -164,9 +194,8 @@ class CopyTaskSpec:
 
     def describe(self) -> str:
         """`flow topic-partition[, ...]` for messages."""
-        names = [f"{p.source_topic}-{p.partition}" for p in self.partitions[:3]]
-        more = f" and {len(self.partitions) - 3} more" if len(self.partitions) > 3 else ""
-        return f"{self.flow} {', '.join(names)}{more}"
+        names = [f"{p.source_topic}-{p.partition}" for p in self.partitions]
+        return f"{self.flow} {listed(names, 3)}"
 
     def kafka_failure(self, exc: KafkaException) -> CopyError:
         """A client error that escaped the copy loop (a broker restarting, unreachable), as
@@ -534,9 +563,9 @@ class Copier(ABC):
             committed_reader_config(
                 {
                     **_CONSUMER_DEFAULTS,
-                    "fetch.wait.max.ms": (
-                        _FOLLOW_FETCH_WAIT_MS if self.follows else _PASS_FETCH_WAIT_MS
-                    ),
+                    # Sized at the task's start: partitions a layout adds later follow
+                    # the same pace (one new topic changes it little).
+                    **fetch_settings(follows=self.follows, partitions=len(self.lanes)),
                     **spec.source_consumer,
                 },
                 spec.source_consumer.get("group.id", "mm2-assets-copy"),
@@ -807,15 +836,13 @@ class Copier(ABC):
         """Fetch every partition with a new consumer, at the positions copied up to: the
         old one stopped fetching `unfetched` (see `FetchWatch`). What it had fetched and not
         handed out yet is fetched again; nothing copied is read twice."""
-        names = ", ".join(f"{t}-{p} at {positions[(t, p)]}" for t, p in unfetched[:10])
-        more = f" and {len(unfetched) - 10} more" if len(unfetched) > 10 else ""
+        names = listed([f"{t}-{p} at {positions[(t, p)]}" for t, p in unfetched], 10)
         log.warning(
-            "%s: its consumer fetched nothing of %s%s for over %.0f s, the source holding "
+            "%s: its consumer fetched nothing of %s for over %.0f s, the source holding "
             "committed records past those positions for over %.0f s (librdkafka can leave a "
             "partition unfetched after a broker restart); fetching with a new consumer",
             self.spec.transactional_id,
             names,
-            more,
             1.5 * self.watch.interval,
             0.5 * self.watch.interval,
         )

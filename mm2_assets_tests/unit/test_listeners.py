@@ -231,3 +231,16 @@ def test_call_with_timeout_returns_raises_and_times_out() -> None:
     with pytest.raises(PluginTimeoutError, match=r"^slow did not return within 0\.2 s"):
         call_with_timeout("slow", lambda: gate.wait(30), 0.2)
     gate.set()
+
+
+def test_a_change_of_thousands_of_topics_is_one_short_line() -> None:
+    """The first listing of 2,000 topics (or a pattern widened at once) must not log or alert
+    every name: the line names 20 and counts the rest, whatever the set's size."""
+    before = {f"t{i:04d}": f"t{i:04d}" for i in range(10)}
+    after = {f"t{i:04d}": f"t{i:04d}" for i in range(2_010)}
+    summary = TopicSetChange.between(before, after).summary()
+    assert summary.startswith("+2000 -0 ~0 (added t0010, t0011,")
+    assert summary.endswith(", t0029 and 1,980 more)")
+    assert len(summary) < 250
+    small = GroupSetChange.between(["g1"], ["g1", "g2", "g3"]).summary()
+    assert small == "+2 -0 (added g2, g3)"
