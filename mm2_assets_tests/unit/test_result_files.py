@@ -150,8 +150,8 @@ LATEST: list[tuple[str, str, Callable[[ModuleType, dict], dict], dict[str, Any]]
         {
             ("rate",): 250,
             ("rate_sustained",): True,
-            ("systems", "follower", "p99_s"): 10.253,
-            ("systems", "mm2", "followed_s"): 75.408,
+            ("systems", "follower", "p99_s"): 3.931,
+            ("systems", "mm2", "followed_s"): 83.051,
         },
     ),
     (
