@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -205,6 +206,28 @@ class WantedTopic:
     config: Mapping[str, str]
 
 
+CREATE_TOPICS_MAX_PARTITIONS = 10_000
+"""The most partitions a KRaft controller creates in one CreateTopics request (its
+`MAX_PARTITIONS_PER_BATCH`): a request over it fails whole with POLICY_VIOLATION
+"Excessively large number of partitions per request"."""
+
+
+def creation_batches(
+    topics: Sequence[WantedTopic], limit: int = CREATE_TOPICS_MAX_PARTITIONS
+) -> list[list[WantedTopic]]:
+    """`topics` in order, cut into CreateTopics requests of at most `limit` partitions each
+    (a topic larger than `limit` alone in its own: the broker names what it refuses)."""
+    batches: list[list[WantedTopic]] = []
+    size = 0
+    for topic in topics:
+        if not batches or size + topic.partitions > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(topic)
+        size += topic.partitions
+    return batches
+
+
 def ensure_topics(
     admin: AdminClient,
     wanted: Iterable[WantedTopic],
@@ -213,25 +236,26 @@ def ensure_topics(
     cluster: str,
     existing: Mapping[str, TopicInfo],
 ) -> list[str]:
-    """`ensure_topic` for many topics: the missing ones created in one CreateTopics call (a
-    flow of 2,000 new topics would otherwise wait for 2,000 round trips), the rest grown or
-    settled one by one. Returns the names created or grown, in `wanted` order."""
+    """`ensure_topic` for many topics: the missing ones created in as few CreateTopics calls
+    as the controller takes (`creation_batches`: a flow of 2,000 new topics would otherwise
+    wait for 2,000 round trips), the rest grown or settled one by one. Returns the names
+    created or grown, in `wanted` order."""
     wanted = list(wanted)
     missing = [t for t in wanted if t.name not in existing]
     created: set[str] = set()
     settle = [t for t in wanted if t.name in existing]
     timeout = call_timeout(admin)
-    futures = (
-        admin.create_topics(
-            [
-                NewTopic(t.name, t.partitions, replication_factor, config=dict(t.config))
-                for t in missing
-            ],
-            operation_timeout=timeout,
+    futures: dict[str, Future] = {}
+    for batch in creation_batches(missing):
+        futures.update(
+            admin.create_topics(
+                [
+                    NewTopic(t.name, t.partitions, replication_factor, config=dict(t.config))
+                    for t in batch
+                ],
+                operation_timeout=timeout,
+            )
         )
-        if missing
-        else {}
-    )
     for topic in missing:
         try:
             futures[topic.name].result(timeout=timeout)
