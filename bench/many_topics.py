@@ -633,6 +633,7 @@ def _measure_system(
     """`run_system`'s measurement; fills `row` as it goes."""
     source, target = ctx["source"], ctx["target"]
     prefix = row["prefix"]
+    row["files_freed"] = wait_for_files(ctx, args.topics * args.partitions)
     row["brokers_settled"] = settle_brokers(ctx)
     print(f"many_topics: {name}: brokers quiet ({json.dumps(row['brokers_settled'])})", flush=True)
     admin = AdminClient({"bootstrap.servers": source})
@@ -1344,6 +1345,39 @@ def render(path: Path) -> int:
 # Open files a broker needs besides one per partition (its log segment): its jars, sockets
 # and the internal topics' partitions (offsets, transactions, the systems' own).
 BROKER_FILES_BESIDES_PARTITIONS = 3000
+OPEN_FILES_MARGIN = 1000
+
+
+def open_files(pid: int) -> int:
+    """How many files process `pid` holds open (0 when it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def wait_for_files(ctx: dict, partitions: int, timeout: float = 300.0) -> dict:
+    """Wait until every broker has room under the open-files limit for the next system's
+    `partitions`: a deleted topic's logs stay open until the broker removes them
+    (`log.segment.delete.delay.ms`, a minute by default), so at 16,000 partitions the next
+    system's topics would otherwise take a broker past the limit (seen: MM2's source broker
+    failing with "Too many open files" right after the follower's topics were deleted).
+    Returns the seconds waited and the files open then, for the report."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    # What a broker holds now counts its own files (internal topics, jars, sockets); the
+    # margin is for the connections the system and the load open.
+    room = limit - partitions - OPEN_FILES_MARGIN
+    t0 = time.monotonic()
+    while True:
+        held = [open_files(pid) for pid in ctx["broker_pids"]]
+        if limit == resource.RLIM_INFINITY or max(held) <= room:
+            return {"waited_s": round(time.monotonic() - t0, 1), "open_files": held}
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(
+                f"the brokers hold {held} open files after {timeout:.0f} s: no room for "
+                f"{partitions:,} more partitions under the limit of {limit:,}"
+            )
+        time.sleep(2)
 
 
 def open_files_limit(partitions: int) -> dict:

@@ -77,10 +77,10 @@ FETCH_LISTINGS_PER_S = 40_000
 """How many partitions a follower task's fetches name a second, at most, while records
 trickle in. librdkafka has no fetch sessions (KIP-227): every fetch names every partition the
 consumer holds and the broker reads each one. Answered at the first record, a task of 4,000
-partitions fetched up to once per record (125 a second), and the load on the source broker
-slowed the whole path: at 8,000 partitions and 250 records/s the copy tasks' transactions took
-2-4 s to flush and the p99 was 9.4 s; gathering 100 ms a fetch, 4.3 s (bench/many_topics.py
-on 2 cores, 2026-12-02)."""
+partitions fetched again as soon as any of them had one: at 8,000 partitions and 250
+records/s the copy tasks' transactions held 300-500 partitions, took 2-4 s to flush, and the
+p99 was 9.4 s; gathering 100 ms a fetch, 30-220 partitions and 4.3 s (bench/many_topics.py on
+2 cores, 2026-12-02; bench/results/history/many_topics.md)."""
 PACED_FETCH_MIN_WAIT_MS = 10
 """Below this gather time (400 partitions a task) a follower's fetches are not paced: a few
 partitions cost the broker little and their records are copied the moment they arrive."""
