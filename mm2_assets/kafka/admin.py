@@ -206,25 +206,34 @@ class WantedTopic:
     config: Mapping[str, str]
 
 
-CREATE_TOPICS_MAX_PARTITIONS = 10_000
-"""The most partitions a KRaft controller creates in one CreateTopics request (its
-`MAX_PARTITIONS_PER_BATCH`): a request over it fails whole with POLICY_VIOLATION
-"Excessively large number of partitions per request"."""
+CREATE_TOPICS_MAX_RECORDS = 5_000
+"""The most metadata records one CreateTopics request of ours makes a KRaft controller write:
+a topic, each of its partitions and each of its configs is one. The controller refuses a
+request whole with POLICY_VIOLATION past 10,000 partitions ("Excessively large number of
+partitions per request") or 10,000 records ("Unable to perform excessively large batch
+operation"); half that leaves room for what it adds of its own."""
+
+
+def creation_records(topic: WantedTopic) -> int:
+    """The metadata records creating `topic` writes: the topic, its partitions, its configs."""
+    return 1 + topic.partitions + len(topic.config)
 
 
 def creation_batches(
-    topics: Sequence[WantedTopic], limit: int = CREATE_TOPICS_MAX_PARTITIONS
+    topics: Sequence[WantedTopic], limit: int = CREATE_TOPICS_MAX_RECORDS
 ) -> list[list[WantedTopic]]:
-    """`topics` in order, cut into CreateTopics requests of at most `limit` partitions each
-    (a topic larger than `limit` alone in its own: the broker names what it refuses)."""
+    """`topics` in order, cut into CreateTopics requests of at most `limit` records each
+    (`creation_records`; a topic larger than `limit` alone in its own: the broker names
+    what it refuses)."""
     batches: list[list[WantedTopic]] = []
     size = 0
     for topic in topics:
-        if not batches or size + topic.partitions > limit:
+        records = creation_records(topic)
+        if not batches or size + records > limit:
             batches.append([])
             size = 0
         batches[-1].append(topic)
-        size += topic.partitions
+        size += records
     return batches
 
 

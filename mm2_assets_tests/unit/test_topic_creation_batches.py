@@ -1,27 +1,36 @@
 """Remote topics created in CreateTopics requests a KRaft controller accepts: it refuses a
-request of more than 10,000 partitions whole (the follower of 4,000 topics x 4 partitions
-failed its first layout on that, 2026-12-02)."""
+request whole past 10,000 partitions or 10,000 metadata records (a follower of 4,000 topics x 4
+partitions failed its first layout on each in turn, 2026-12-02)."""
 
 from __future__ import annotations
 
-from mm2_assets.kafka.admin import CREATE_TOPICS_MAX_PARTITIONS, WantedTopic, creation_batches
+from mm2_assets.kafka.admin import (
+    CREATE_TOPICS_MAX_RECORDS,
+    WantedTopic,
+    creation_batches,
+    creation_records,
+)
 
 
-def _topics(count: int, partitions: int) -> list[WantedTopic]:
-    return [WantedTopic(f"t{i:05d}", partitions, {}) for i in range(count)]
+def _topics(count: int, partitions: int, configs: int = 0) -> list[WantedTopic]:
+    config = {f"key.{n}": "1" for n in range(configs)}
+    return [WantedTopic(f"t{i:05d}", partitions, config) for i in range(count)]
 
 
-def test_16000_partitions_go_in_two_requests_under_the_controllers_limit() -> None:
-    topics = _topics(4_000, 4)
+def test_16000_partitions_go_in_requests_under_the_controllers_record_limit() -> None:
+    """4,000 topics x 4 partitions with two configs each: 7 records a topic, 28,000 in all."""
+    topics = _topics(4_000, 4, configs=2)
     batches = creation_batches(topics)
-    assert [sum(t.partitions for t in b) for b in batches] == [10_000, 6_000]
-    assert CREATE_TOPICS_MAX_PARTITIONS == 10_000
+    sizes = [sum(creation_records(t) for t in b) for b in batches]
+    assert all(size <= CREATE_TOPICS_MAX_RECORDS <= 10_000 for size in sizes)
+    assert all(sum(t.partitions for t in b) <= 10_000 for b in batches)
+    assert len(batches) == 6  # 714 topics (4,998 records) a request
     # Every topic once, in order.
     assert [t for b in batches for t in b] == topics
 
 
 def test_a_set_within_the_limit_is_one_request() -> None:
-    topics = _topics(2_000, 4)
+    topics = _topics(700, 4, configs=2)
     assert creation_batches(topics) == [topics]
     assert creation_batches([]) == []
 
