@@ -66,7 +66,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # This checkout's package, not whichever the virtualenv's editable install points at.
@@ -116,6 +116,8 @@ SUSTAINED_P99_S = 1.0
 ADDED_WITHIN_S = 10.0
 ADDED_P99_RATIO = 1.25
 MM2_P99_RATIO = 2.0
+# The reader's metadata lookups of the target (see `AllPartitionsReader`).
+METADATA_TIMEOUT_S = 30.0
 
 
 def find_phase(rate: int) -> bytes:
@@ -326,17 +328,34 @@ class AllPartitionsReader(TargetReader):
         self.assign_every = assign_every
         self.assigned: set[str] = set()
         self.all_assigned_at: float | None = None
+        self.metadata_failures = 0
+        self.last_metadata_error: str | None = None
 
     def _assign_new(self, consumer: Consumer) -> None:
         pending = self.remotes.keys() - self.assigned
         # One topic missing (the topic added under load, looked for every 0.1 s): its own
         # metadata only, not the whole target's thousands of partitions each time.
         only = next(iter(pending)) if len(pending) == 1 else None
-        topics = consumer.list_topics(only, timeout=10).topics
+        try:
+            topics = consumer.list_topics(only, timeout=METADATA_TIMEOUT_S).topics
+        except KafkaException as exc:
+            # A target busy creating thousands of partitions can take longer than that to
+            # answer: looked up again at the next round, not the end of the reader (which
+            # left a run waiting for probes nobody counted).
+            self.metadata_failures += 1
+            self.last_metadata_error = str(exc)
+            return
         new: list[TopicPartition] = []
         for name in pending:
             meta = topics.get(name)
-            if meta is None or meta.error is not None or len(meta.partitions) < self.remotes[name]:
+            if (
+                meta is None
+                or meta.error is not None
+                or len(meta.partitions) < self.remotes[name]
+                # Assigned before its partitions have leaders, librdkafka fetched nothing of
+                # a topic for minutes at 16,000 partitions: wait for them here instead.
+                or any(p.leader < 0 for p in meta.partitions.values())
+            ):
                 continue
             new += [TopicPartition(name, p, 0) for p in range(self.remotes[name])]
             self.assigned.add(name)
@@ -678,7 +697,15 @@ def _measure_system(
         with sampler as s:
             started = wait_started(running, target, args.startup_timeout, reader.start)
             row["startup"] = dict(started)  # kept should the copying fail
-            if not wait_for(lambda: probes.distinct >= n, args.startup_timeout, running):
+            arrived = wait_for(
+                lambda: probes.distinct >= n or reader.error is not None,
+                args.startup_timeout,
+                running,
+            )
+            if reader.error is not None:
+                # Counting nothing more: say so now, not after the start-up timeout.
+                raise RuntimeError(f"the reader of the target failed: {reader.error}")
+            if not arrived:
                 raise RuntimeError(
                     f"{probes.distinct} of {n} probes on the target after "
                     f"{time.time() - running.started:.0f} s:\n{running.log_tail()}"
@@ -689,6 +716,7 @@ def _measure_system(
                 "first_probe_s": (probes.first_at or 0.0) - running.started,
                 "all_probes_s": (probes.last_at or 0.0) - running.started,
                 "all_assigned_s": (reader.all_assigned_at or time.time()) - running.started,
+                "reader_metadata_failures": reader.metadata_failures,
                 "rss_mb": following["rss_mb"],
                 "rss_max_mb": max(x["rss_mb"] for x in s.samples),
                 "cpu_s": following["cpu_s"],
