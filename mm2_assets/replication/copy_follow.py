@@ -10,7 +10,9 @@ attempt starts over by itself from the committed progress (`follow_partitions`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -25,6 +27,7 @@ from mm2_assets.replication.copy_shared import (
     Copier,
     CopyError,
     CopyResult,
+    CopyStopped,
     CopyTaskSpec,
     Fetched,
     Lane,
@@ -48,9 +51,10 @@ FOLLOWER_ATTEMPTS = 5
 between gives up: its job, then its run, fails and is restarted (and alerted on) by its host."""
 
 
-def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
+def follow_partitions(spec: CopyTaskSpec, stop: threading.Event | None = None) -> list[CopyResult]:
     """Follow the spec's partitions from their committed progress until the task is killed, or
-    raise CopyError (see `copy_task.run_copy_task`).
+    raise CopyError (see `copy_task.run_copy_task`); raise CopyStopped once `stop` is set (the
+    copy tasks beside it in its Spark task end, see `copy_threads`).
 
     An attempt that fails (the target stalled past its transaction timeout, a broker
     restarting) starts over from the committed progress with a new producer, after a back-off:
@@ -62,7 +66,7 @@ def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
         commits = [0]  # transactions the attempt committed
         try:
             try:
-                return copy_from_progress(spec, FollowCopier, commits)
+                return copy_from_progress(spec, FollowCopier, commits, stop)
             except CopyError as exc:
                 if not isinstance(exc.__cause__, WriterLeaseLost):
                     raise
@@ -98,7 +102,10 @@ def follow_partitions(spec: CopyTaskSpec) -> list[CopyResult]:
                 failures + 1,
                 FOLLOWER_ATTEMPTS,
             )
-            time.sleep(delay)
+            if stop is None:
+                time.sleep(delay)
+            elif stop.wait(delay):
+                raise CopyStopped(f"{spec.transactional_id}: stopped") from exc
 
 
 @dataclass(frozen=True)
@@ -170,8 +177,9 @@ class FollowCopier(Copier):
         producer: Producer,
         lanes: list[Lane],
         commits: list[int] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
-        super().__init__(spec, producer, lanes, commits)
+        super().__init__(spec, producer, lanes, commits, stop)
         self.interval = max(spec.commit_interval_ms, 1) / 1000.0
         """The commit interval (seconds): the longest a transaction stays open."""
         self.min_gap = min(max(spec.commit_min_interval_ms, 0) / 1000.0, self.interval)
@@ -196,6 +204,8 @@ class FollowCopier(Copier):
     def _next_ask(self) -> tuple[int, float] | None:
         """(records wanted, seconds to wait) for the next fetch; never None: a follower
         follows until it is killed or its layout is replaced (see `_layout_replaced`)."""
+        if self.stop is not None and self.stop.is_set():
+            self._stopped()
         lost = self.lease_tail.lost() if self.lease_tail is not None else None
         if lost is not None:
             self._layout_replaced(lost)
@@ -205,6 +215,17 @@ class FollowCopier(Copier):
         wait_until = min(self.deadline, self.last_commit + self.min_gap)
         timeout = max(0.0, wait_until - now) if self.in_txn else self.interval
         return CONSUME_BATCH, timeout
+
+    def _stopped(self) -> None:
+        """End here, as a task beside this one failed: the open transaction is aborted (what
+        it held is copied again from the committed progress by the next writer), then
+        CopyStopped."""
+        if self.in_txn:
+            # Best effort: the next writer fences this id anyway, which aborts it too.
+            with contextlib.suppress(KafkaException):
+                self.producer.abort_transaction(5)
+            self.in_txn = False
+        raise CopyStopped(f"{self.spec.transactional_id}: stopped")
 
     def _layout_replaced(self, lost: WriterLeaseLost) -> None:
         """The task's layout was replaced (`lost`). Under the same holding, the open

@@ -12,6 +12,7 @@ besides a full batch (`_after_fetch`, `run`): `copy_pass.PassCopier` and
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from array import array
@@ -129,6 +130,11 @@ class CopyError(RuntimeError):
     """Copying failed; the message names the flow, topic and partition."""
 
 
+class CopyStopped(Exception):
+    """A follower copy task stopped because a copy task beside it in the same Spark task
+    failed (see `copy_threads`): not a failure of its own, and never retried."""
+
+
 _TOO_LARGE_HINT = (
     "Raise `producer.max.request.size` of the target cluster in mm2.properties (librdkafka's "
     "message.max.bytes) and `max.message.bytes` of the remote topic on the target to at "
@@ -186,6 +192,9 @@ class CopyTaskSpec:
     commit_min_interval_ms: int = 25
     # The flow's writer lease this task copies under (None only in tests of the task itself).
     lease: LeaseToken | None = None
+    task_writers: int = 1
+    """Copy tasks that run in the same Spark task as this one (a follower's, in threads, see
+    `copy_threads`): their fetches are paced together, as one task's (`fetch_settings`)."""
 
     @property
     def follows(self) -> bool:
@@ -347,16 +356,19 @@ def _check_lease(spec: CopyTaskSpec) -> None:
 
 
 def copy_from_progress(
-    spec: CopyTaskSpec, copier: type[Copier], commits: list[int] | None = None
+    spec: CopyTaskSpec,
+    copier: type[Copier],
+    commits: list[int] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[CopyResult]:
     """One attempt of a copy task: `copier` copies the spec's partitions from their
     committed progress; one result per partition. `commits[0]` counts the attempt's
-    committed transactions."""
+    committed transactions; `stop`: see `Copier.stop`."""
     started_at = time.time()
     producer = start_transactional_producer(spec, copier.producer_defaults)
     lanes = start_lanes(spec, spec.partitions, committed_progress(spec), started_at)
     if not all(lane.done for lane in lanes):
-        task = copier(spec, producer, lanes, commits)
+        task = copier(spec, producer, lanes, commits, stop)
         try:
             task.run()
         finally:
@@ -510,9 +522,12 @@ class Copier(ABC):
         producer: Producer,
         lanes: list[Lane],
         commits: list[int] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.spec = spec
         self.commits = commits if commits is not None else [0]
+        self.stop = stop
+        """Set when the copy tasks beside this one in its Spark task end (see `CopyStopped`)."""
         self.producer = producer
         self.lanes = lanes
         self.by_partition = {
@@ -565,7 +580,9 @@ class Copier(ABC):
                     **_CONSUMER_DEFAULTS,
                     # Sized at the task's start: partitions a layout adds later follow
                     # the same pace (one new topic changes it little).
-                    **fetch_settings(follows=self.follows, partitions=len(self.lanes)),
+                    **fetch_settings(
+                        follows=self.follows, partitions=len(self.lanes) * spec.task_writers
+                    ),
                     **spec.source_consumer,
                 },
                 spec.source_consumer.get("group.id", "mm2-assets-copy"),

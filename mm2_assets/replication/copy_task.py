@@ -20,14 +20,29 @@ The spec, result and error types are importable from here, where the task's call
 
 from __future__ import annotations
 
+import threading
+
 from mm2_assets.replication.copy_follow import follow_partitions
 from mm2_assets.replication.copy_pass import copy_to_end_offsets
-from mm2_assets.replication.copy_shared import CopyError, CopyResult, CopyTaskSpec, PartitionRange
+from mm2_assets.replication.copy_shared import (
+    CopyError,
+    CopyResult,
+    CopyStopped,
+    CopyTaskSpec,
+    PartitionRange,
+)
 
-__all__ = ["CopyError", "CopyResult", "CopyTaskSpec", "PartitionRange", "run_copy_task"]
+__all__ = [
+    "CopyError",
+    "CopyResult",
+    "CopyStopped",
+    "CopyTaskSpec",
+    "PartitionRange",
+    "run_copy_task",
+]
 
 
-def run_copy_task(spec: CopyTaskSpec) -> list[CopyResult]:
+def run_copy_task(spec: CopyTaskSpec, stop: threading.Event | None = None) -> list[CopyResult]:
     """Copy the spec's partitions from their committed progress; one result per partition.
 
     A pass returns once every partition reached its end offset. A follower runs until its
@@ -36,8 +51,9 @@ def run_copy_task(spec: CopyTaskSpec) -> list[CopyResult]:
     that fails (the target stalled past its transaction timeout, a broker restarting) starts
     over by itself, from the committed progress with a new producer, after a back-off: only
     its partitions pause, not the flow. Repeated failures, or a writer lease taken over, raise.
+    A follower raises CopyStopped once `stop` is set (see `copy_threads`).
     """
     # A spec with a partition to follow (no end offset) is a follower's.
     if spec.follows:
-        return follow_partitions(spec)
+        return follow_partitions(spec, stop)
     return copy_to_end_offsets(spec)

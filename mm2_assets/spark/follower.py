@@ -1,8 +1,8 @@
 """The follower: continuous replication of one flow, and its interval work, in one process.
 
 `Follower.run` plans every replicated partition of the flow over a few copy tasks (as many as
-Spark has slots, or `tasks.max` when set) and runs them as one long-lived Spark job
-(`FollowerJob`). While it follows it:
+Spark has slots, or `tasks.max` when set: more than the slots share them, in threads) and runs
+them as one long-lived Spark job (`FollowerJob`). While it follows it:
 
 - asks its `TopicSource` for the replicated set (under Dagster, the set the topic listener
   sensor recorded; in `mm2-assets follow`, the same listener run in-process; by default, the
@@ -70,7 +70,7 @@ from mm2_assets.replication.replication_plan import (
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
-from mm2_assets.spark.job import follower_sizing_warning, follower_tasks, spark_slots
+from mm2_assets.spark.job import follower_tasks, spark_slots
 from mm2_assets.spark.session_start import SessionStart
 from mm2_assets.stores.checkpoint_clients import CheckpointClients
 from mm2_assets.stores.checkpoint_store import CheckpointTail
@@ -285,7 +285,7 @@ class Follower:
         local_slots: int | None = None,
     ) -> None:
         """`spark` gives the session (called once, in `run`); `slots` overrides how many Spark
-        task slots it has (default: the session's); `tasks.max`, when set, caps the copy
+        task slots it has (default: the session's); `tasks.max`, when set, is how many copy
         tasks it runs on them (`follower_tasks`); `what` names this follower to writers that
         wait for it (`follower run <id>`); `topics` gives the replicated set to copy (default:
         the listener's listing, `ListedTopics`); `groups` the groups to checkpoint (default,
@@ -312,8 +312,8 @@ class Follower:
         self._lost: dict[tuple[str, int], int] = {}
         self._ends = PacedEnds(self._read_source_ends)
         self._slots = 1
-        self._sizing_warning: str | None = None
-        """Why it runs fewer copy tasks than `tasks.max` asks (shown with its first layout)."""
+        self._spark_tasks = 1
+        """The Spark task slots its copy tasks share (see `copy_threads`)."""
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
         self._tail_failures = 0
@@ -455,9 +455,7 @@ class Follower:
     ) -> None:
         assert self.lease is not None
         assign_tasks(self.flow, plan, self._slots, self.lease.token)
-        if self._sizing_warning and self.generation == 0:
-            plan.warnings.append(self._sizing_warning)
-        job = FollowerJob(spark, plan.tasks, self.lease)
+        job = FollowerJob(spark, plan.tasks, self.lease, spark_tasks=self._spark_tasks)
         job.start()
         self.job = job
         self._sticky = StickySlots([spec.partitions for spec in plan.tasks])
@@ -518,7 +516,7 @@ class Follower:
         first."""
         available = self._slots_override or self._local_slots or spark_slots(session.result())
         self._slots = follower_tasks(self.flow, available)
-        self._sizing_warning = follower_sizing_warning(self.flow, available)
+        self._spark_tasks = available
         self.lease = WriterLease(self.flow, slots=self._slots, what=self.what)
         return self.lease.acquire(
             wait=None, stop=stop, on_wait=self.reporter.waiting, on_poll=on_loop

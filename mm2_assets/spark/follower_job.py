@@ -29,9 +29,19 @@ class FollowerJob:
     """A follower's copy tasks running as one Spark job in a thread; they take later layouts
     up themselves (`mm2.writer_lease.SlotLayout`) until one needs a new job."""
 
-    def __init__(self, spark: Any, specs: Sequence[CopyTaskSpec], lease: WriterLease) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        specs: Sequence[CopyTaskSpec],
+        lease: WriterLease,
+        *,
+        spark_tasks: int | None = None,
+    ) -> None:
+        """`spark_tasks`: the most Spark tasks the job runs (its slots; default one per
+        spec); more specs than that share them (see `copy_threads`)."""
         self.spark = spark
         self.specs = list(specs)
+        self.spark_tasks = spark_tasks or len(self.specs)
         self.lease = lease
         self.group = f"mm2-assets-follower-{uuid.uuid4().hex[:12]}"
         self.error: BaseException | None = None
@@ -53,7 +63,7 @@ class FollowerJob:
                 spark_context(self.spark).setJobGroup(
                     self.group, "mm2-assets follower", interruptOnCancel=True
                 )
-            run_copy_tasks(self.spark, self.specs, max_tasks=len(self.specs))
+            run_copy_tasks(self.spark, self.specs, max_tasks=self.spark_tasks)
             if not self._stopping:
                 self.error = RuntimeError("the follower's copy tasks ended by themselves")
         except BaseException as exc:

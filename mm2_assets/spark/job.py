@@ -1,6 +1,8 @@
 """The PySpark job that runs copy tasks: a pass's (each copying a few lagging source
 partitions to their planned ends) or a follower's (each following a few partitions until the
-job is cancelled); one Spark task per copy task, at most one per writer slot.
+job is cancelled); one Spark task per copy task, at most one per writer slot, except that a
+follower with more copy tasks than Spark slots runs several in each, in threads
+(`copy_threads`).
 
 The driver ships only the task specs (small) and gets back one summary row per partition;
 records move inside the tasks, from source to target, and never pass through the driver.
@@ -18,6 +20,7 @@ assets run on a bare `SparkContext` (`SessionSpec.start_for_copy`), which starts
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -26,6 +29,7 @@ from confluent_kafka import KafkaException
 
 from mm2_assets.mm2.config import FlowConfig
 from mm2_assets.replication.copy_task import CopyResult, CopyTaskSpec, run_copy_task
+from mm2_assets.replication.copy_threads import run_together, together
 from mm2_assets.replication.replication_plan import spread
 from mm2_assets.spark.executor_identity import executor_identity
 
@@ -51,11 +55,11 @@ def spark_context(spark: Any) -> SparkContext:
     return spark if isinstance(spark, SparkContext) else spark.sparkContext
 
 
-def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
+def _copy(spec: CopyTaskSpec, stop: threading.Event | None = None) -> list[CopyResult]:
     """`run_copy_task` in a Spark task: a client error fails the task (and the run) naming
     the flow's clusters, not as a bare librdkafka error."""
     try:
-        results = run_copy_task(spec)
+        results = run_copy_task(spec, stop)
     except KafkaException as exc:
         raise spec.kafka_failure(exc) from exc
     where = executor_identity()
@@ -74,6 +78,14 @@ def _copy(spec: CopyTaskSpec) -> list[CopyResult]:
     ]
 
 
+def _copy_group(specs: Sequence[CopyTaskSpec]) -> list[CopyResult]:
+    """One Spark task's copy tasks: a pass's one after another; a follower's, which never
+    end, all at once, each in a thread (`copy_threads`)."""
+    if len(specs) > 1 and all(spec.follows for spec in specs):
+        return run_together(together(specs), _copy)
+    return [r for spec in specs for r in _copy(spec)]
+
+
 def writer_slots(flow: FlowConfig, spark: Any) -> int:
     """How many copy tasks a writer of `flow` runs (a pass or a follower): `tasks.max` when
     set, else Spark's slots."""
@@ -89,23 +101,11 @@ def known_writer_slots(flow: FlowConfig, local_slots: int | None) -> int | None:
 
 
 def follower_tasks(flow: FlowConfig, slots: int) -> int:
-    """How many copy tasks a follower of `flow` runs on `slots` Spark task slots: its tasks
-    all run at once for as long as it follows (a task waiting for a slot would leave its
-    partitions uncopied), so `tasks.max`, when set, caps them and never adds any."""
-    return min(flow.tasks_max, slots) if "tasks.max" in flow.properties else slots
-
-
-def follower_sizing_warning(flow: FlowConfig, slots: int) -> str | None:
-    """Why a follower of `flow` runs fewer copy tasks than its `tasks.max` asks on `slots`
-    Spark task slots (see `follower_tasks`), or None when it runs them all."""
-    tasks = follower_tasks(flow, slots)
-    if "tasks.max" not in flow.properties or tasks >= flow.tasks_max:
-        return None
-    return (
-        f"{flow.name}: tasks.max = {flow.tasks_max}, but Spark has {slots} task slots for "
-        f"this follower: it runs {tasks} copy tasks (a follower's tasks all run at once; add "
-        "executor cores for more)"
-    )
+    """How many copy tasks a follower of `flow` runs on `slots` Spark task slots:
+    `tasks.max` when set, else one per slot. Its Spark job has at most `slots` tasks; more
+    copy tasks than that share them, each in a thread (see `copy_threads`), since a
+    follower's tasks all run for as long as it follows."""
+    return flow.tasks_max if "tasks.max" in flow.properties else slots
 
 
 def spark_slots(spark: Any) -> int:
@@ -162,8 +162,7 @@ def run_copy_tasks(
 
     def run(task_ids: Iterator[int]) -> Iterator[CopyResult]:
         for task_id in task_ids:
-            for spec in groups[task_id]:
-                yield from _copy(spec)
+            yield from _copy_group(groups[task_id])
 
     rdd = spark_context(spark).parallelize(range(len(groups)), len(groups))
     return rdd.mapPartitions(run).collect()
@@ -175,7 +174,7 @@ def _run_through_arrow(spark: SparkSession, groups: list[list[CopyTaskSpec]]) ->
 
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                rows = [asdict(r) for spec in groups[task_id] for r in _copy(spec)]
+                rows = [asdict(r) for r in _copy_group(groups[task_id])]
                 yield pa.RecordBatch.from_pylist(rows)
 
     frame = spark.range(0, len(groups), 1, len(groups)).mapInArrow(run, RESULT_SCHEMA)

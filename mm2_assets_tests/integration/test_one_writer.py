@@ -426,18 +426,18 @@ def test_two_follow_commands_one_copies_the_other_stands_by_and_takes_over(
 def test_a_follower_killed_with_four_slots_is_fenced_by_its_successor_with_two(
     primary, backup, write_mm2_config
 ) -> None:
-    """(d) A follower with 4 copy tasks SIGKILLed; restarted with 2 (`tasks.max = 2` on the
-    same four slots: `mm2-assets follow` honours it). The successor fences all four ids the
-    flow used (kept in the lease record): a task of the old layout still alive elsewhere (as
-    on a Spark Connect server that outlived its driver), here copy task 3 with records sent
-    and its transaction open, can never commit, and its records never show."""
-    extra = WRITER_EXTRA + "mm2assets.spark.master = local[{}]\n"
-    topic, four, flow = one_topic_flow(
-        primary, write_mm2_config, "one-writer-slots", extra.format(4)
-    )
-    two = four.with_name(f"{four.stem}-two.properties")
-    # Two tasks on the same four slots: `mm2-assets follow` takes tasks.max as its cap.
-    two.write_text(four.read_text() + "tasks.max = 2\n")
+    """(d) A follower with 4 copy tasks on 2 Spark slots (`tasks.max = 4` on `local[2]`: two
+    copy tasks per Spark task, each in a thread) SIGKILLed; restarted with 2 (`tasks.max =
+    2`). The successor fences all four ids the flow used (kept in the lease record): a task
+    of the old layout still alive elsewhere (as on a Spark Connect server that outlived its
+    driver), here copy task 3 with records sent and its transaction open, can never commit,
+    and its records never show."""
+    extra = WRITER_EXTRA + "mm2assets.spark.master = local[2]\n"
+    topic, two_slots, flow = one_topic_flow(primary, write_mm2_config, "one-writer-slots", extra)
+    four = two_slots.with_name(f"{two_slots.stem}-four.properties")
+    four.write_text(two_slots.read_text() + "tasks.max = 4\n")
+    two = two_slots.with_name(f"{two_slots.stem}-two.properties")
+    two.write_text(two_slots.read_text() + "tasks.max = 2\n")
     lines: list[str] = []
     first = start_follow(four)
     second: subprocess.Popen[str] | None = None

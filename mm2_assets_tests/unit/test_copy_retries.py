@@ -4,12 +4,15 @@ around one attempt of the copy."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from mm2_assets.replication import copy_follow
 from mm2_assets.replication.copy_follow import FOLLOWER_ATTEMPTS
 from mm2_assets.replication.copy_task import (
     CopyError,
+    CopyStopped,
     CopyTaskSpec,
     PartitionRange,
     run_copy_task,
@@ -35,7 +38,12 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[BaseException | None]:
     """Scripted attempts: each entry fails the attempt with that error, None copies."""
     script: list[BaseException | None] = []
 
-    def attempt(spec: CopyTaskSpec, copier: type, commits: list[int] | None = None) -> list:
+    def attempt(
+        spec: CopyTaskSpec,
+        copier: type,
+        commits: list[int] | None = None,
+        stop: threading.Event | None = None,
+    ) -> list:
         outcome = script.pop(0)
         if outcome is not None:
             raise outcome
@@ -74,3 +82,16 @@ def test_a_lease_taken_over_ends_the_task_at_once(attempts: list[BaseException |
     with pytest.raises(CopyError, match="taken over"):
         run_copy_task(FOLLOWING)
     assert attempts == [None]
+
+
+def test_a_task_told_to_stop_during_its_back_off_does_not_start_over(
+    attempts: list[BaseException | None],
+) -> None:
+    """A copy task beside it in the Spark task failed (`copy_threads`): it ends instead of
+    starting over, and says it was stopped, not that it failed."""
+    attempts += [CopyError("orders-0: the target stalled"), None]
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(CopyStopped):
+        run_copy_task(FOLLOWING, stop)
+    assert attempts == [None]  # the second attempt never ran

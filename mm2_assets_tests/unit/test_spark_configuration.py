@@ -13,7 +13,7 @@ from mm2_assets.defs.resources import SparkResource
 from mm2_assets.mm2.config import MM2Config, parse_mm2_properties
 from mm2_assets.mm2.errors import MM2ConfigError
 from mm2_assets.mm2.spark_settings import local_slots
-from mm2_assets.spark.job import follower_sizing_warning, follower_tasks, known_writer_slots
+from mm2_assets.spark.job import follower_tasks, known_writer_slots
 from mm2_assets.spark.python_daemon import installed_pyspark_first
 from mm2_assets.spark.session_start import SessionStart
 
@@ -190,22 +190,12 @@ def test_a_follower_knows_its_task_count_before_a_local_session_starts(monkeypat
     assert known_writer_slots(parse("tasks.max = 5\n").flows[0], 3) == 5
 
 
-def test_a_follower_runs_a_task_per_slot_capped_by_tasks_max() -> None:
-    """A follower's tasks never end, so one waiting for a slot would never copy: tasks.max
-    caps a follower's tasks at the slots it has, and never adds any."""
+def test_a_follower_runs_a_task_per_slot_or_tasks_max() -> None:
+    """A follower runs one copy task per Spark slot, or `tasks.max` when set: fewer leaves
+    slots idle, more share the slots in threads (a follower's tasks all run at once)."""
     assert follower_tasks(parse().flows[0], 3) == 3
     assert follower_tasks(parse("tasks.max = 2\n").flows[0], 3) == 2
-    assert follower_tasks(parse("tasks.max = 8\n").flows[0], 3) == 3
-
-
-def test_a_follower_cut_below_tasks_max_says_why() -> None:
-    assert follower_sizing_warning(parse().flows[0], 3) is None
-    assert follower_sizing_warning(parse("tasks.max = 3\n").flows[0], 3) is None
-    warning = follower_sizing_warning(parse("tasks.max = 8\n").flows[0], 3)
-    assert warning == (
-        "primary->backup: tasks.max = 8, but Spark has 3 task slots for this follower: it "
-        "runs 3 copy tasks (a follower's tasks all run at once; add executor cores for more)"
-    )
+    assert follower_tasks(parse("tasks.max = 8\n").flows[0], 3) == 8
 
 
 def test_a_session_started_in_the_background_gives_itself_or_its_error() -> None:
