@@ -401,3 +401,44 @@ def test_follower_rides_out_a_target_paused_past_its_transaction_timeout(
         assert running.error is None, running.error
     assert running.error is None, running.error
     assert_converged(pair, topic)
+
+
+STOP_WITH_A_HUNG_BROKER_S = 20.0
+"""The most a follower's stop may take while a broker does not answer: within the 30 s a
+production host gives after SIGTERM, with room for Spark's own stop."""
+
+
+@pytest.mark.parametrize("hung", ["primary"])
+def test_a_follower_stops_promptly_while_a_broker_does_not_answer(
+    pair, tmp_path, spark_resource, hung: str
+) -> None:
+    """A broker that does not answer (paused, not gone: nothing refuses the connection) holds
+    every call to it until its timeout. A follower told to stop meanwhile (SIGTERM's path)
+    must not wait those timeouts out, whichever cluster hangs: calls to the source (reports'
+    end offsets, topic refreshes, checkpoints, configs) and to the target (the fencing at the
+    stop, giving the lease up) are left to end on their own, and the stop takes seconds."""
+    prefix = unique(f"fault-stop-{hung}")
+    topic = f"{prefix}-t"
+    primary, backup = pair.bootstrap("primary"), pair.bootstrap("backup")
+    create_filled_topic(primary, topic, tricky_records(PARTITIONS, 30, 91, recent_ms(900)))
+    flow = load_mm2_config(write_config(pair, tmp_path, prefix, FOLLOW)).flows[0]
+    broker = pair.clusters[hung].pid
+    running = RunningFollower(flow, spark_resource)
+    with running:
+        wait_for("the topic", replicated(primary, backup, topic, PARTITIONS), 240)
+        os.kill(broker, signal.SIGSTOP)
+        try:
+            # Calls to the paused broker in flight by now.
+            time.sleep(5)
+            started = time.monotonic()
+            running.stop.set()
+            running.thread.join(STOP_WITH_A_HUNG_BROKER_S + 60)
+            took = time.monotonic() - started
+        finally:
+            os.kill(broker, signal.SIGCONT)
+    print(f"the stop with {hung} paused took {took:.1f} s")
+    assert not running.thread.is_alive(), "the follower did not stop"
+    assert took <= STOP_WITH_A_HUNG_BROKER_S, f"the stop took {took:.1f} s"
+    assert running.error is None, running.error
+    # Nothing half-written: the target holds every record once, no transaction left open.
+    assert_converged(pair, topic)

@@ -127,6 +127,12 @@ def _report(name: str) -> dict[str, Any]:
 # (script, its latest result, how the script calls `headline`, figures the docs quote)
 LATEST: list[tuple[str, str, Callable[[ModuleType, dict], dict], dict[str, Any]]] = [
     (
+        "txn_flush",
+        "txn_flush",
+        lambda m, r: m.headline(r),
+        {("verification on x1",): 1.12, ("verification off x1",): 0.373, ("raw x1",): 0.505},
+    ),
+    (
         "bench",
         "throughput",
         lambda m, r: m.headline(r["summary"]),
