@@ -97,6 +97,18 @@ last. At a few hundred partitions a read takes milliseconds and every report rea
 one took about a second on a loaded 2-core machine, every 5 s report, a fifth of a core and
 a loop that answered everything else late."""
 
+STOP_WITHIN_S = 15.0
+"""How long a follower's stop waits for its copy job to be cancelled and fenced, its interval
+work to end and its lease to be given up. A cluster that does not answer (a paused broker,
+packets dropped) holds each call until its timeout, a minute for some: the stop returns after
+this, and what is left ends on its own (the transactions a fencing could not abort end at
+their timeout, and the next writer fences every slot anyway). Measured: 80 s with the target
+paused before this bound."""
+
+LOOP_STOP_GRACE_S = 2.0
+"""How long a stop waits for the follower's own loop to notice it: a loop inside a call to a
+cluster that does not answer is left to end on its own (it starts no copy job after a stop)."""
+
 TOPIC_REFRESH = "topic refresh"
 """The follower's topic refresh, as its problems and `interval_work_failed` alerts name it."""
 
@@ -314,6 +326,9 @@ class Follower:
         self._slots = 1
         self._spark_tasks = 1
         """The Spark task slots its copy tasks share (see `copy_threads`)."""
+        self._job_lock = threading.Lock()
+        self._stopping = False
+        """Set when the follower stops: no copy job starts after (see `_stop_within`)."""
         self._heartbeats_sent = 0
         self._last_heartbeat: HeartbeatEmission | None = None
         self._tail_failures = 0
@@ -455,9 +470,12 @@ class Follower:
     ) -> None:
         assert self.lease is not None
         assign_tasks(self.flow, plan, self._slots, self.lease.token)
-        job = FollowerJob(spark, plan.tasks, self.lease, spark_tasks=self._spark_tasks)
-        job.start()
-        self.job = job
+        with self._job_lock:
+            if self._stopping:
+                raise FollowerError(f"flow {self.flow.name}: stopping; no new copy job")
+            job = FollowerJob(spark, plan.tasks, self.lease, spark_tasks=self._spark_tasks)
+            job.start()
+            self.job = job
         self._sticky = StickySlots([spec.partitions for spec in plan.tasks])
         self._laid_out(plan, layout)
 
@@ -468,7 +486,8 @@ class Follower:
         self.reporter.layout(plan, self.generation)
 
     def _stop_job(self, *, fence: bool = True) -> None:
-        job, self.job = self.job, None
+        with self._job_lock:
+            job, self.job = self.job, None
         if job is not None:
             job.stop(fence=fence)
         elif fence and self.lease is not None and self.lease.held:
@@ -477,10 +496,12 @@ class Follower:
                 self.lease.fence()
 
     def run(self, stop: threading.Event, on_loop: Callable[[], None] | None = None) -> None:
-        """Follow until `stop` is set; raises FollowerError when the copy job fails.
+        """Follow until `stop` is set; raises FollowerError when the copy job fails. Returns
+        within about `LOOP_STOP_GRACE_S + STOP_WITHIN_S` of `stop`, whichever cluster does
+        not answer.
 
-        `on_loop` is called on every turn of the loop (at least twice a second), in the
-        calling thread: a host's hook, e.g. to keep its signal handlers in place.
+        `on_loop` is called at least twice a second, in the calling thread: a host's hook,
+        e.g. to keep its signal handlers in place.
         """
         # A pair that is not enabled only emits heartbeats (MM2 runs the heartbeat connector
         # for every pair): no Spark, no copy tasks.
@@ -494,19 +515,88 @@ class Follower:
                     return
                 spark, failed = self._start_layout(session)
                 replicates = True
-            self._follow(spark, stop, replicates, on_loop, failed)
+            self._follow_until_stopped(
+                stop, on_loop, lambda halt: self._follow(spark, halt, replicates, failed)
+            )
         finally:
+            self._stop_within(replicates, session)
+
+    def _follow_until_stopped(
+        self,
+        stop: threading.Event,
+        on_loop: Callable[[], None] | None,
+        follow: Callable[[threading.Event], None],
+    ) -> None:
+        """`follow(halt)` (the follower's loop) in a thread of its own, while this thread
+        calls `on_loop` (a host's hook, which must run in the host's thread) and watches
+        `stop`; returns when the loop ends (raising what it raised), or at most
+        `LOOP_STOP_GRACE_S` after `stop` (or Ctrl-C here) sets `halt`."""
+        halt = threading.Event()
+        ended = threading.Event()
+        errors: list[BaseException] = []
+
+        def loop() -> None:
             try:
-                # The copy job first: it is what the host's grace period is for.
-                self._stop_job()
+                follow(halt)
+            except BaseException as exc:  # raised in the host's thread below
+                errors.append(exc)
             finally:
-                self._let_go(replicates)
-                # A session still starting (the lease or the plan failed first) is the
-                # host's to stop once it exists (`follow` stops it after this returns).
-                if session is not None:
-                    session.wait()
-                with contextlib.suppress(Exception):  # reporting never fails the stop
-                    self.reporter.stopped()
+                ended.set()
+
+        threading.Thread(target=loop, name=f"follower {self.flow.name}", daemon=True).start()
+        try:
+            while not ended.is_set():
+                if on_loop is not None:
+                    on_loop()
+                if stop.wait(0.5):
+                    halt.set()
+                    ended.wait(LOOP_STOP_GRACE_S)
+                    break
+        finally:
+            halt.set()
+        if errors:
+            raise errors[0]
+
+    def _stop_within(self, replicates: bool, session: SessionStart | None) -> None:
+        """Stop the copy job (cancelled, then its slots fenced), the interval work and the
+        lease, in a thread of their own, waiting at most `STOP_WITHIN_S` for them (see
+        there); raises what the stop raised when it ended in time."""
+        with self._job_lock:
+            self._stopping = True  # a loop still in a refresh starts no job from now on
+        ended = threading.Event()
+        errors: list[BaseException] = []
+
+        def stop_all() -> None:
+            try:
+                try:
+                    # The copy job first: it is what the host's grace period is for.
+                    self._stop_job()
+                finally:
+                    self._let_go(replicates)
+                    # A session still starting (the lease or the plan failed first) is the
+                    # host's to stop once it exists (`follow` stops it after this returns).
+                    if session is not None:
+                        session.wait()
+            except BaseException as exc:  # raised in the host's thread below
+                errors.append(exc)
+            finally:
+                ended.set()
+
+        threading.Thread(target=stop_all, name=f"stop {self.flow.name}", daemon=True).start()
+        in_time = ended.wait(STOP_WITHIN_S)
+        with contextlib.suppress(Exception):  # reporting never fails the stop
+            if not in_time:
+                self.reporter.problem(
+                    "stop",
+                    TimeoutError(
+                        f"flow {self.flow.name}: stopping took over {STOP_WITHIN_S:.0f} s "
+                        "(a cluster does not answer); the rest ends on its own, and the "
+                        "next writer fences every copy task"
+                    ),
+                )
+            self.reporter.stopped()
+        if in_time and errors:
+            raise errors[0]
 
     def _take_lease(
         self, session: SessionStart, stop: threading.Event, on_loop: Callable[[], None] | None
@@ -552,7 +642,6 @@ class Follower:
         spark: Any,
         stop: threading.Event,
         replicates: bool,
-        on_loop: Callable[[], None] | None,
         failed: Exception | None = None,
     ) -> None:
         """Interval work in its threads, and the follower's own loop (`_watch`); `failed`: why
@@ -579,7 +668,7 @@ class Follower:
         self._interval = interval_work
         interval_work.start()
         try:
-            self._watch(spark, stop, replicates, on_loop, interval_work, failed)
+            self._watch(spark, stop, replicates, interval_work, failed)
         finally:
             # Joined in `run`, after the copy job is stopped and fenced.
             interval_work.request_stop()
@@ -589,7 +678,6 @@ class Follower:
         spark: Any,
         stop: threading.Event,
         replicates: bool,
-        on_loop: Callable[[], None] | None,
         interval_work: IntervalWork,
         failed: Exception | None = None,
     ) -> None:
@@ -602,8 +690,6 @@ class Follower:
         window_start = time.time()
         before = self._window_baseline(replicates)
         while not stop.is_set():
-            if on_loop is not None:
-                on_loop()
             if self._check_writer(stop):
                 break
             now = time.monotonic()

@@ -403,12 +403,13 @@ def test_follower_rides_out_a_target_paused_past_its_transaction_timeout(
     assert_converged(pair, topic)
 
 
-STOP_WITH_A_HUNG_BROKER_S = 20.0
-"""The most a follower's stop may take while a broker does not answer: within the 30 s a
-production host gives after SIGTERM, with room for Spark's own stop."""
+STOP_WITH_A_HUNG_BROKER_S = 22.0
+"""The most a follower's stop may take while a broker does not answer: `Follower.run`'s bound
+(`LOOP_STOP_GRACE_S + STOP_WITHIN_S`, 17 s) with room for a loaded machine, within the 30 s a
+production host gives after SIGTERM. Before that bound: 80 s with the target paused."""
 
 
-@pytest.mark.parametrize("hung", ["primary"])
+@pytest.mark.parametrize("hung", ["primary", "backup"])
 def test_a_follower_stops_promptly_while_a_broker_does_not_answer(
     pair, tmp_path, spark_resource, hung: str
 ) -> None:
@@ -440,5 +441,13 @@ def test_a_follower_stops_promptly_while_a_broker_does_not_answer(
     assert not running.thread.is_alive(), "the follower did not stop"
     assert took <= STOP_WITH_A_HUNG_BROKER_S, f"the stop took {took:.1f} s"
     assert running.error is None, running.error
-    # Nothing half-written: the target holds every record once, no transaction left open.
+    # Nothing half-written: the target holds every record once. A transaction the stop could
+    # not abort (the target paused) ends at its timeout (10 s for a follower's copy tasks).
+    remote = [(f"primary.{topic}", p) for p in range(PARTITIONS)]
+    admin = admin_client({"bootstrap.servers": backup})
+    wait_for(
+        "the open transactions to end",
+        lambda: open_transactions(admin, remote, cluster="backup") == [],
+        60,
+    )
     assert_converged(pair, topic)
