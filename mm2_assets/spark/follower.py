@@ -68,6 +68,7 @@ from mm2_assets.replication.replication_plan import (
     plan_replication,
 )
 from mm2_assets.replication.topic_config_sync import TopicConfigSyncResult, sync_topic_configs
+from mm2_assets.spark.background import InBackground
 from mm2_assets.spark.follower_job import FollowerJob
 from mm2_assets.spark.interval_work import IntervalWork, Report, Work
 from mm2_assets.spark.job import follower_tasks, spark_slots
@@ -532,30 +533,19 @@ class Follower:
         `stop`; returns when the loop ends (raising what it raised), or at most
         `LOOP_STOP_GRACE_S` after `stop` (or Ctrl-C here) sets `halt`."""
         halt = threading.Event()
-        ended = threading.Event()
-        errors: list[BaseException] = []
-
-        def loop() -> None:
-            try:
-                follow(halt)
-            except BaseException as exc:  # raised in the host's thread below
-                errors.append(exc)
-            finally:
-                ended.set()
-
-        threading.Thread(target=loop, name=f"follower {self.flow.name}", daemon=True).start()
+        loop = InBackground(lambda: follow(halt), f"follower {self.flow.name}")
         try:
-            while not ended.is_set():
+            while not loop.ended(0):
                 if on_loop is not None:
                     on_loop()
                 if stop.wait(0.5):
                     halt.set()
-                    ended.wait(LOOP_STOP_GRACE_S)
+                    loop.ended(LOOP_STOP_GRACE_S)
                     break
         finally:
             halt.set()
-        if errors:
-            raise errors[0]
+        if loop.ended(0):
+            loop.result()  # raises what the loop raised
 
     def _stop_within(self, replicates: bool, session: SessionStart | None) -> None:
         """Stop the copy job (cancelled, then its slots fenced), the interval work and the
@@ -563,27 +553,10 @@ class Follower:
         there); raises what the stop raised when it ended in time."""
         with self._job_lock:
             self._stopping = True  # a loop still in a refresh starts no job from now on
-        ended = threading.Event()
-        errors: list[BaseException] = []
-
-        def stop_all() -> None:
-            try:
-                try:
-                    # The copy job first: it is what the host's grace period is for.
-                    self._stop_job()
-                finally:
-                    self._let_go(replicates)
-                    # A session still starting (the lease or the plan failed first) is the
-                    # host's to stop once it exists (`follow` stops it after this returns).
-                    if session is not None:
-                        session.wait()
-            except BaseException as exc:  # raised in the host's thread below
-                errors.append(exc)
-            finally:
-                ended.set()
-
-        threading.Thread(target=stop_all, name=f"stop {self.flow.name}", daemon=True).start()
-        in_time = ended.wait(STOP_WITHIN_S)
+        stopping = InBackground(
+            lambda: self._stop_all(replicates, session), f"stop {self.flow.name}"
+        )
+        in_time = stopping.ended(STOP_WITHIN_S)
         with contextlib.suppress(Exception):  # reporting never fails the stop
             if not in_time:
                 self.reporter.problem(
@@ -595,8 +568,20 @@ class Follower:
                     ),
                 )
             self.reporter.stopped()
-        if in_time and errors:
-            raise errors[0]
+        if in_time:
+            stopping.result()  # raises what the stop raised
+
+    def _stop_all(self, replicates: bool, session: SessionStart | None) -> None:
+        """The stop itself (see `_stop_within`)."""
+        try:
+            # The copy job first: it is what the host's grace period is for.
+            self._stop_job()
+        finally:
+            self._let_go(replicates)
+            # A session still starting (the lease or the plan failed first) is the host's to
+            # stop once it exists (`follow` stops it after this returns).
+            if session is not None:
+                session.wait()
 
     def _take_lease(
         self, session: SessionStart, stop: threading.Event, on_loop: Callable[[], None] | None
