@@ -1279,12 +1279,18 @@ def _pause_notes(systems: list[dict], rate: int) -> list[str]:
 
 def _breakdown_table(systems: list[dict], rate: int) -> list[str]:
     """The rate's `tail_breakdown` per system, when the run had `--breakdown`."""
-    rows = [
-        (s["system"], r["breakdown"])
-        for s in systems
-        for r in s["rates"]
-        if r["rate"] == rate and r.get("breakdown")
-    ]
+    return breakdown_table(
+        [
+            (s["system"], r["breakdown"])
+            for s in systems
+            for r in s["rates"]
+            if r["rate"] == rate and r.get("breakdown")
+        ]
+    )
+
+
+def breakdown_table(rows: list[tuple[str, dict]]) -> list[str]:
+    """Markdown lines for (system, `tail_breakdown`) pairs; none without pairs."""
     if not rows:
         return []
 

@@ -35,6 +35,11 @@ records, remote topics, groups or load:
    open transactions on every remote partition; the system's topics are deleted on both
    clusters before the next system.
 
+`--breakdown` adds a read_uncommitted reader of every remote partition (another fetcher of
+thousands of partitions on the target, for every system alike) that splits each steady
+record's latency into the source's acknowledgement, the copy and the commit (latency.py's
+`tail_breakdown`).
+
 `--find-rate R1,R2,..` finds the rate first: the raw loop runs first and, before its measured
 window, tries each rate for `--find-seconds` from the highest down; the first whose p99 stays
 under a second is `--rate` for every system. A system that fails (does not follow within
@@ -77,6 +82,7 @@ from latency import (
     Running,
     Tally,
     TargetReader,
+    breakdown_table,
     day_seconds,
     fmt,
     follower_log,
@@ -86,6 +92,7 @@ from latency import (
     percentile,
     settle_brokers,
     start_system,
+    tail_breakdown,
     transactional_warmup,
     tree_rss_mb,
     wait_started,
@@ -309,8 +316,9 @@ class Load:
 
 
 class AllPartitionsReader(TargetReader):
-    """latency.py's `TargetReader` (read_committed, no group, `poll` then `consume(n, 0)`,
-    feeding a `Tally`, `finish` once idle) over every partition of many remote topics.
+    """latency.py's `TargetReader` (read_committed unless `isolation` says otherwise, no
+    group, `poll` then `consume(n, 0)`, feeding a `Tally`, `finish` once idle) over every
+    partition of many remote topics.
 
     latency.py's reader assigns the 8 partitions of one topic once; here the remote topics
     appear one by one while the system plans, so the assignment grows: every `assign_every`
@@ -321,9 +329,14 @@ class AllPartitionsReader(TargetReader):
     """
 
     def __init__(
-        self, bootstrap: str, remotes: dict[str, int], tally: Tally, assign_every: float = 0.5
+        self,
+        bootstrap: str,
+        remotes: dict[str, int],
+        tally: Tally,
+        assign_every: float = 0.5,
+        isolation: str = "read_committed",
     ) -> None:
-        super().__init__(bootstrap, "remote topics", tally)
+        super().__init__(bootstrap, "remote topics", tally, isolation)
         self.remotes = remotes
         self.assign_every = assign_every
         self.assigned: set[str] = set()
@@ -370,7 +383,7 @@ class AllPartitionsReader(TargetReader):
                 "bootstrap.servers": self.bootstrap,
                 "group.id": f"many-reader-{time.time_ns()}",
                 "enable.auto.commit": False,
-                "isolation.level": "read_committed",
+                "isolation.level": self.isolation,
                 "fetch.max.bytes": 64 * 1024 * 1024,
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
             }
@@ -688,6 +701,13 @@ def _measure_system(
     # first real one instead.
     running.remote = remote_name(name, topics[0])
     reader = AllPartitionsReader(target, remotes, tally)
+    readers = [reader]
+    appended: Tally | None = None
+    if args.breakdown:
+        # When each record was appended on the target (read_uncommitted): splits its latency
+        # into the source's ack, the copy and the commit (latency.py's `tail_breakdown`).
+        appended = Tally(list(tally.phases))
+        readers.append(AllPartitionsReader(target, remotes, appended, isolation="read_uncommitted"))
     added = AddedTopic(ctx, name, prefix, args.partitions)
     row["workdir"] = str(running.workdir)
     print(f"many_topics: {name}: started in {running.workdir}", flush=True)
@@ -695,16 +715,19 @@ def _measure_system(
     marks: dict[bytes, dict] = {}
     try:
         with sampler as s:
-            started = wait_started(running, target, args.startup_timeout, reader.start)
+            started = wait_started(
+                running, target, args.startup_timeout, lambda: [r.start() for r in readers]
+            )
             row["startup"] = dict(started)  # kept should the copying fail
             arrived = wait_for(
-                lambda: probes.distinct >= n or reader.error is not None,
+                lambda: probes.distinct >= n or any(r.error is not None for r in readers),
                 args.startup_timeout,
                 running,
             )
-            if reader.error is not None:
+            failed = next((r.error for r in readers if r.error is not None), None)
+            if failed is not None:
                 # Counting nothing more: say so now, not after the start-up timeout.
-                raise RuntimeError(f"the reader of the target failed: {reader.error}")
+                raise RuntimeError(f"the reader of the target failed: {failed}")
             if not arrived:
                 raise RuntimeError(
                     f"{probes.distinct} of {n} probes on the target after "
@@ -778,7 +801,7 @@ def _measure_system(
         if name == "follower":
             row["follower_log"] = follower_summary(running)
         # Late duplicates count until the readers saw nothing new for a few seconds.
-        row["reader_failures"] = finish_readers([reader, added.reader])
+        row["reader_failures"] = finish_readers([*readers, added.reader])
         print(f"many_topics: {name}: stopped {json.dumps(row['stop'])}", flush=True)
     row["stop"]["open_transactions"] = len(
         open_transactions(
@@ -799,6 +822,8 @@ def _measure_system(
         sum(c["duplicated"] for c in row["counts"].values()) + row["added"]["duplicated"]
     )
     row["latency"] = latency_figures(tally.phases[LOAD])
+    if appended is not None:
+        row["breakdown"] = tail_breakdown(tally.phases[LOAD], appended.phases[LOAD])
     row["during"] = latency_figures(tally.phases[DURING])
     row["strays"] = tally.strays
     row["reader_errors"] = tally.errors + added.tally.errors
@@ -1244,6 +1269,7 @@ def _load_section(rows: list[dict], p: dict) -> list[str]:
         "the source broker trailed the rate (the offered load was lower). Caught up: after "
         "producing stopped, until every record (and the added topic's) was visible.",
         "",
+        *breakdown_table([(r["system"], r["breakdown"]) for r in rows if r.get("breakdown")]),
     ]
     counted = [r for r in rows if r.get("counts")]
     if not counted:  # no system got as far as counting (it failed, or the run was stopped)
@@ -1508,6 +1534,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="each broker's -Xmx: a fetch over thousands of partitions parks an entry per "
         "partition in the broker's fetch purgatory until its next purge, and at 8,000 "
         "partitions 512m filled up (GC thrash, then requests timing out)",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="a read_uncommitted reader too: each record's source ack, copy and commit",
     )
     parser.add_argument(
         "--follower-property",

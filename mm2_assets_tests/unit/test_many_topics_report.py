@@ -213,3 +213,15 @@ def test_a_size_past_the_open_files_limit_stops_before_any_broker_starts(
     with pytest.raises(RuntimeError, match=r"allows 20,000 .*at most about 17,000 partitions"):
         many.open_files_limit(20_000)
     assert many.open_files_limit(8_000)["needed"] == 11_000
+
+
+def test_a_run_with_a_breakdown_shows_where_each_systems_time_went() -> None:
+    parts = {"total_s": 1.5, "ack_s": 0.1, "copy_s": 0.9, "commit_s": 0.5}
+    split = {"records": 100, "share": 0.01, "slowest_records": 1}
+    follower = _row("follower") | {
+        "breakdown": {**split, "median": parts, "slowest_mean": parts, "slowest_median": parts}
+    }
+    text = many.markdown(_report([follower, _row("mm2")], topics=2000))
+    assert "| follower | 1.500 / 0.100 / 0.900 / 0.500 |" in text
+    assert "| mm2 | " not in text.split("Where the time went")[1].split("Source ack:")[0]
+    assert "Where the time went" not in many.markdown(_report([_row("mm2")], topics=2000))
