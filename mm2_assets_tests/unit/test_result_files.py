@@ -156,8 +156,8 @@ LATEST: list[tuple[str, str, Callable[[ModuleType, dict], dict], dict[str, Any]]
         {
             ("rate",): 250,
             ("rate_sustained",): True,
-            ("systems", "follower", "p99_s"): 3.931,
-            ("systems", "mm2", "followed_s"): 83.051,
+            ("systems", "follower", "p99_s"): 2.103,
+            ("systems", "mm2", "followed_s"): 71.062,
         },
     ),
     (
