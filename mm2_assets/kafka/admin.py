@@ -326,11 +326,25 @@ def end_offsets(
 
 
 def start_offsets(
-    admin: AdminClient, partitions: Iterable[tuple[str, int]], *, cluster: str
+    admin: AdminClient,
+    partitions: Iterable[tuple[str, int]],
+    *,
+    cluster: str,
+    skip_deleted: bool = False,
+    timeout: float | None = None,
 ) -> dict[tuple[str, int], int]:
-    """The log-start offset of each topic-partition (what retention has not deleted yet)."""
+    """The log-start offset of each topic-partition (what retention has not deleted yet).
+    `skip_deleted` leaves out partitions of topics that no longer exist instead of failing;
+    `timeout` bounds the request (seconds; default: `call_timeout`)."""
     return _list_offsets(
-        admin, partitions, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED, cluster, "start"
+        admin,
+        partitions,
+        OffsetSpec.earliest(),
+        IsolationLevel.READ_UNCOMMITTED,
+        cluster,
+        "start",
+        skip_deleted,
+        timeout,
     )
 
 
