@@ -121,6 +121,9 @@ they are written: after a pause (a re-layout, a burst) over thousands of partiti
 transaction of them all took longer than the follower's 10 s transaction timeout on a loaded
 broker, was aborted, and every retry was as large (measured at 8,000 partitions). Smaller
 transactions commit one after another instead."""
+_LOOK_UP_EACH_UP_TO = 20
+"""New topics a follower's consumer reads the metadata of one by one when a layout adds them;
+more, and it reads every topic's in one request."""
 _ID_CHECK_TIMEOUT_S = 5.0
 """The longest a commit waits for the source's answer to which topic ids its records are of
 (less when a quarter of the transaction timeout is less: the follower's is 10 s)."""
@@ -636,7 +639,20 @@ class Copier(ABC):
             self.consumer.incremental_unassign(stop)
         assignment = self._assignment_of(started)
         if assignment:
+            self._look_up_topics({tp.topic for tp in assignment})
             self.consumer.incremental_assign(assignment)
+
+    def _look_up_topics(self, topics: set[str]) -> None:
+        """Have the consumer read the metadata of `topics` (partitions a layout adds) before
+        they are assigned: a topic it never read otherwise waits for librdkafka's own lookup
+        before its first fetch (measured at 8,000 partitions: a new topic's first fetch 1.5 s
+        after it was assigned, 1.0 s with this). Best effort: that lookup still follows."""
+        names = sorted(topics)
+        try:
+            for topic in names if len(names) <= _LOOK_UP_EACH_UP_TO else [None]:
+                self.consumer.list_topics(topic, timeout=10)
+        except KafkaException as exc:
+            log.info("%s: metadata of %s not read first: %s", self.spec.flow, listed(names), exc)
 
     def _assignment_of(self, lanes: Sequence[Lane]) -> list[TopicPartition]:
         """The partitions of `lanes` not done, at their positions; a lane with no position
