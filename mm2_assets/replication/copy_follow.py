@@ -333,5 +333,6 @@ class FollowCopier(Copier):
 
     def _read_ends(self, keys: list[Key]) -> dict[Key, int]:
         """The source's committed end offsets of `keys` (for the watch, in its thread)."""
-        source = self.spec.flow.partition("->")[0]
-        return end_offsets(self._admin(), keys, cluster=source, skip_deleted=True, timeout=10)
+        return end_offsets(
+            self._admin(), keys, cluster=self.spec.source_cluster, skip_deleted=True, timeout=10
+        )
