@@ -156,8 +156,8 @@ LATEST: list[tuple[str, str, Callable[[ModuleType, dict], dict], dict[str, Any]]
         {
             ("rate",): 250,
             ("rate_sustained",): True,
-            ("systems", "follower", "p99_s"): 2.103,
-            ("systems", "mm2", "followed_s"): 71.062,
+            ("systems", "follower", "p99_s"): 2.155,
+            ("systems", "mm2", "followed_s"): 65.505,
         },
     ),
     (
